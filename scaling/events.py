@@ -1,0 +1,501 @@
+"""Typed input events (CONTRACT.md section 3) and their strict decoding from JSON values.
+
+Decoding is separate from parsing bytes (``schemas.codec`` does ``orjson.loads``) so that the core
+stays free of I/O and the worker, the replay and the tests share one set of rules.  Every check
+raises :class:`~scaling.errors.InvalidEvent` naming the field; unknown fields are ignored, as the
+contract promises producers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .errors import InvalidEvent
+from .quantity import parse_quantity
+
+__all__ = [
+    "EVENT_TYPES",
+    "ContainerResources",
+    "ContainerSample",
+    "Event",
+    "HpaEvent",
+    "MetricEvent",
+    "PodStatus",
+    "PolicyEvent",
+    "Qty",
+    "SeriesSample",
+    "VpaEvent",
+    "VpaRecommendation",
+    "WorkloadEvent",
+    "WorkloadRef",
+    "decode_event",
+    "decode_workload_ref",
+]
+
+EVENT_TYPES = ("metric", "workload", "hpa", "vpa", "policy")
+#: Event time beyond this (year 5138) is a unit mistake (milliseconds), not a timestamp.
+_MAX_TS = 1e11
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class WorkloadRef:
+    """A scaled target; its ``key`` keys every topic (CONTRACT.md section 1)."""
+
+    cluster: str
+    namespace: str
+    kind: str
+    name: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.cluster}/{self.namespace}/{self.kind}/{self.name}"
+
+    def as_dict(self) -> dict[str, str]:
+        return {"cluster": self.cluster, "namespace": self.namespace, "kind": self.kind, "name": self.name}
+
+    @classmethod
+    def from_key(cls, key: str) -> WorkloadRef:
+        parts = key.split("/")
+        if len(parts) != 4 or not all(parts):
+            raise InvalidEvent("workload", f"key {key!r} is not cluster/namespace/kind/name")
+        return cls(*parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Qty:
+    """An exact quantity (milli-units) that remembers how it was written, for ``from`` values."""
+
+    milli: int
+    text: str
+
+    @classmethod
+    def of(cls, value: object) -> Qty:
+        milli = parse_quantity(value)
+        return cls(milli, value if isinstance(value, str) else _number_text(value))
+
+
+def _number_text(value: object) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerSample:
+    """One container's usage at the event's ``ts``: CPU in cores, memory working set in bytes."""
+
+    pod: str
+    container: str
+    cpu: float | None
+    memory: int | None
+    ready: bool = True
+    oom: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesSample:
+    """A named custom-metric sample (Nanit custom HPA, HPA Pods/Object/External metrics)."""
+
+    series: str
+    value: float
+    pod: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MetricEvent:
+    ts: float
+    workload: WorkloadRef
+    samples: tuple[ContainerSample, ...] = ()
+    series: tuple[SeriesSample, ...] = ()
+    type: Literal["metric"] = "metric"
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerResources:
+    requests: Mapping[str, Qty]
+    limits: Mapping[str, Qty]
+
+
+@dataclass(frozen=True, slots=True)
+class PodStatus:
+    name: str
+    ready: bool
+    phase: str
+    started: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadEvent:
+    ts: float
+    workload: WorkloadRef
+    replicas: int
+    containers: Mapping[str, ContainerResources]
+    ready_replicas: int | None = None
+    pods: tuple[PodStatus, ...] | None = None
+    type: Literal["workload"] = "workload"
+
+
+@dataclass(frozen=True, slots=True)
+class HpaEvent:
+    ts: float
+    workload: WorkloadRef
+    desired_replicas: int
+    current_replicas: int | None = None
+    min_replicas: int | None = None
+    max_replicas: int | None = None
+    conditions: tuple[Mapping[str, Any], ...] = ()
+    metrics: tuple[Mapping[str, Any], ...] | None = None
+    current_metrics: tuple[Mapping[str, Any], ...] | None = None
+    behavior: Mapping[str, Any] | None = None
+    name: str | None = None
+    source: str | None = None
+    type: Literal["hpa"] = "hpa"
+
+
+@dataclass(frozen=True, slots=True)
+class VpaRecommendation:
+    target: Mapping[str, Qty]
+    lower_bound: Mapping[str, Qty] = field(default_factory=dict)
+    upper_bound: Mapping[str, Qty] = field(default_factory=dict)
+    uncapped_target: Mapping[str, Qty] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class VpaEvent:
+    ts: float
+    workload: WorkloadRef
+    containers: Mapping[str, VpaRecommendation]
+    conditions: tuple[Mapping[str, Any], ...] | None = None
+    source: str | None = None
+    type: Literal["vpa"] = "vpa"
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyEvent:
+    """A policy manifest for a workload; ``manifest`` ``None`` deletes the policy."""
+
+    ts: float
+    workload: WorkloadRef
+    manifest: Mapping[str, Any] | None
+    type: Literal["policy"] = "policy"
+
+
+Event = MetricEvent | WorkloadEvent | HpaEvent | VpaEvent | PolicyEvent
+
+
+# --- decoding ---------------------------------------------------------------------------------
+
+
+def _str(obj: Mapping[str, Any], name: str, *, required: bool = True) -> str | None:
+    value = obj.get(name)
+    if value is None:
+        if required:
+            raise InvalidEvent(name, "required string is missing")
+        return None
+    if not isinstance(value, str) or not value:
+        raise InvalidEvent(name, f"expected a non-empty string, got {_show(value)}")
+    return value
+
+
+def _int(obj: Mapping[str, Any], name: str, *, required: bool = True, maximum: int = 1_000_000) -> int | None:
+    value = obj.get(name)
+    if value is None:
+        if required:
+            raise InvalidEvent(name, "required integer is missing")
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidEvent(name, f"expected an integer, got {_show(value)}")
+    if value < 0:
+        raise InvalidEvent(name, f"must be >= 0, got {value}")
+    if value > maximum:
+        raise InvalidEvent(name, f"{value} is absurd (more than {maximum})")
+    return value
+
+
+def _bool(obj: Mapping[str, Any], name: str, default: bool) -> bool:
+    value = obj.get(name, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise InvalidEvent(name, f"expected true or false, got {_show(value)}")
+    return value
+
+
+def _number(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidEvent(name, f"expected a number, got {_show(value)}")
+    if not math.isfinite(value):
+        raise InvalidEvent(name, f"{value} is not finite")
+    return float(value)
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+def _mapping(obj: Mapping[str, Any], name: str, *, required: bool = True) -> Mapping[str, Any] | None:
+    value = obj.get(name)
+    if value is None:
+        if required:
+            raise InvalidEvent(name, "required object is missing")
+        return None
+    if not isinstance(value, Mapping):
+        raise InvalidEvent(name, f"expected an object, got {_show(value)}")
+    return value
+
+
+def _list(obj: Mapping[str, Any], name: str) -> list[Any] | None:
+    value = obj.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise InvalidEvent(name, f"expected a list, got {_show(value)}")
+    return value
+
+
+def _ts(obj: Mapping[str, Any]) -> float:
+    if "ts" not in obj:
+        raise InvalidEvent("ts", "required event time is missing")
+    ts = _number(obj["ts"], "ts")
+    if ts < 0 or ts > _MAX_TS:
+        raise InvalidEvent("ts", f"{ts} is not Unix epoch seconds")
+    return ts
+
+
+def decode_workload_ref(value: object, name: str = "workload") -> WorkloadRef:
+    if not isinstance(value, Mapping):
+        raise InvalidEvent(name, f"expected an object with cluster, namespace, kind, name; got {_show(value)}")
+    try:
+        parts = [_str(value, k) for k in ("cluster", "namespace", "kind", "name")]
+    except InvalidEvent as exc:
+        raise exc.within(name) from None
+    for k, part in zip(("cluster", "namespace", "kind", "name"), parts, strict=True):
+        assert part is not None
+        if "/" in part:
+            raise InvalidEvent(f"{name}.{k}", f"{part!r} must not contain '/'")
+    return WorkloadRef(*(p for p in parts if p is not None))
+
+
+def _quantities(value: object, name: str, *, cpu_max: int, mem_max: int) -> dict[str, Qty]:
+    if not isinstance(value, Mapping):
+        raise InvalidEvent(name, f"expected an object of resource quantities, got {_show(value)}")
+    out: dict[str, Qty] = {}
+    for res, raw in value.items():
+        if not isinstance(res, str):  # pragma: no cover - JSON keys are strings
+            raise InvalidEvent(name, "resource names must be strings")
+        try:
+            q = Qty.of(raw)
+        except ValueError as exc:
+            raise InvalidEvent(f"{name}.{res}", str(exc)) from None
+        limit = cpu_max if res == "cpu" else mem_max
+        if q.milli > limit:
+            raise InvalidEvent(f"{name}.{res}", f"{q.text} is absurd for {res}")
+        out[res] = q
+    return out
+
+
+# A request beyond these is a unit mistake rather than a real container: 100k cores, 1 PiB.
+_CPU_MAX_MILLI = 100_000 * 1000
+_MEM_MAX_MILLI = 2**50 * 1000
+
+
+def _resources(value: object, name: str) -> dict[str, Qty]:
+    return _quantities(value, name, cpu_max=_CPU_MAX_MILLI, mem_max=_MEM_MAX_MILLI)
+
+
+def _decode_sample(raw: object, name: str) -> ContainerSample | SeriesSample:
+    if not isinstance(raw, Mapping):
+        raise InvalidEvent(name, f"expected a sample object, got {_show(raw)}")
+    try:
+        if "series" in raw:
+            series = _str(raw, "series")
+            assert series is not None
+            if "value" not in raw:
+                raise InvalidEvent("value", "required number is missing")
+            return SeriesSample(series, _number(raw["value"], "value"), _str(raw, "pod", required=False))
+        pod = _str(raw, "pod")
+        container = _str(raw, "container")
+        assert pod is not None and container is not None
+        cpu = _usage(raw, "cpu", cores=True)
+        mem = _usage(raw, "memory", cores=False)
+        if cpu is None and mem is None and not raw.get("oom"):
+            raise InvalidEvent("cpu", "a container sample needs cpu or memory")
+        return ContainerSample(
+            pod,
+            container,
+            cpu,
+            None if mem is None else int(mem),
+            _bool(raw, "ready", True),
+            _bool(raw, "oom", False),
+        )
+    except InvalidEvent as exc:
+        raise exc.within(name) if name else exc from None
+
+
+def _usage(raw: Mapping[str, Any], name: str, *, cores: bool) -> float | None:
+    value = raw.get(name)
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        v = _number(value, name)
+        if v < 0:
+            raise InvalidEvent(name, f"usage must be >= 0, got {value}")
+    else:
+        try:
+            milli = parse_quantity(value)
+        except ValueError as exc:
+            raise InvalidEvent(name, str(exc)) from None
+        v = milli / 1000
+    if v > (_CPU_MAX_MILLI if cores else _MEM_MAX_MILLI) / 1000:
+        raise InvalidEvent(name, f"{value} is absurd for {name}")
+    return v
+
+
+def _decode_metric(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> MetricEvent:
+    samples: list[ContainerSample] = []
+    series: list[SeriesSample] = []
+    batch = obj.get("samples")
+    if batch is not None:
+        if not isinstance(batch, list):
+            raise InvalidEvent("samples", f"expected a list, got {_show(batch)}")
+        for i, raw in enumerate(batch):
+            s = _decode_sample(raw, f"samples[{i}]")
+            (series if isinstance(s, SeriesSample) else samples).append(s)  # type: ignore[arg-type]
+    else:
+        s = _decode_sample(obj, "")
+        (series if isinstance(s, SeriesSample) else samples).append(s)  # type: ignore[arg-type]
+    return MetricEvent(ts, ref, tuple(samples), tuple(series))
+
+
+def _decode_workload(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> WorkloadEvent:
+    replicas = _int(obj, "replicas")
+    assert replicas is not None
+    raw_containers = _mapping(obj, "containers")
+    assert raw_containers is not None
+    containers: dict[str, ContainerResources] = {}
+    for cname, spec in raw_containers.items():
+        where = f"containers.{cname}"
+        if not isinstance(spec, Mapping):
+            raise InvalidEvent(where, f"expected an object with requests and limits, got {_show(spec)}")
+        requests = _resources(spec.get("requests") or {}, f"{where}.requests")
+        limits = _resources(spec.get("limits") or {}, f"{where}.limits")
+        containers[cname] = ContainerResources(requests, limits)
+    pods: tuple[PodStatus, ...] | None = None
+    raw_pods = _list(obj, "pods")
+    if raw_pods is not None:
+        decoded = []
+        for i, p in enumerate(raw_pods):
+            where = f"pods[{i}]"
+            if not isinstance(p, Mapping):
+                raise InvalidEvent(where, f"expected a pod object, got {_show(p)}")
+            try:
+                name = _str(p, "name")
+                assert name is not None
+                phase = _str(p, "phase", required=False) or "Running"
+                started = None if p.get("started") is None else _number(p["started"], "started")
+                decoded.append(PodStatus(name, _bool(p, "ready", True), phase, started))
+            except InvalidEvent as exc:
+                raise exc.within(where) from None
+        pods = tuple(decoded)
+    return WorkloadEvent(ts, ref, replicas, containers, _int(obj, "ready_replicas", required=False), pods)
+
+
+def _conditions(obj: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...] | None:
+    raw = _list(obj, "conditions")
+    if raw is None:
+        return None
+    for i, c in enumerate(raw):
+        if not isinstance(c, Mapping) or not isinstance(c.get("type"), str):
+            raise InvalidEvent(f"conditions[{i}]", "expected an object with a string 'type'")
+        status = c.get("status", "True")
+        if status not in ("True", "False", "Unknown"):
+            raise InvalidEvent(f"conditions[{i}].status", f"expected True, False or Unknown, got {_show(status)}")
+    return tuple(raw)
+
+
+def _maps(obj: Mapping[str, Any], name: str) -> tuple[Mapping[str, Any], ...] | None:
+    raw = _list(obj, name)
+    if raw is None:
+        return None
+    for i, m in enumerate(raw):
+        if not isinstance(m, Mapping):
+            raise InvalidEvent(f"{name}[{i}]", f"expected an object, got {_show(m)}")
+    return tuple(raw)
+
+
+def _decode_hpa(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> HpaEvent:
+    desired = _int(obj, "desired_replicas")
+    assert desired is not None
+    min_r = _int(obj, "min_replicas", required=False)
+    max_r = _int(obj, "max_replicas", required=False)
+    if min_r is not None and max_r is not None and min_r > max_r:
+        raise InvalidEvent("min_replicas", f"{min_r} is above max_replicas {max_r}")
+    return HpaEvent(
+        ts,
+        ref,
+        desired,
+        _int(obj, "current_replicas", required=False),
+        min_r,
+        max_r,
+        _conditions(obj) or (),
+        _maps(obj, "metrics"),
+        _maps(obj, "current_metrics"),
+        _mapping(obj, "behavior", required=False),
+        _str(obj, "name", required=False),
+        _str(obj, "source", required=False),
+    )
+
+
+def _decode_vpa(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> VpaEvent:
+    raw = _mapping(obj, "containers")
+    assert raw is not None
+    containers: dict[str, VpaRecommendation] = {}
+    for cname, rec in raw.items():
+        where = f"containers.{cname}"
+        if not isinstance(rec, Mapping):
+            raise InvalidEvent(where, f"expected an object with a target, got {_show(rec)}")
+        if rec.get("target") is None:
+            raise InvalidEvent(f"{where}.target", "required object is missing")
+        parts = {
+            k: _resources(rec[k], f"{where}.{k}") if rec.get(k) is not None else {}
+            for k in ("target", "lower_bound", "upper_bound", "uncapped_target")
+        }
+        containers[cname] = VpaRecommendation(**parts)
+    return VpaEvent(ts, ref, containers, _conditions(obj), _str(obj, "source", required=False))
+
+
+def _decode_policy(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> PolicyEvent:
+    if "policy" not in obj:
+        raise InvalidEvent("policy", "required manifest is missing (use null to delete)")
+    manifest = obj["policy"]
+    if manifest is not None and not isinstance(manifest, Mapping):
+        raise InvalidEvent("policy", f"expected a manifest object or null, got {_show(manifest)}")
+    return PolicyEvent(ts, ref, manifest)
+
+
+_DECODERS = {
+    "metric": _decode_metric,
+    "workload": _decode_workload,
+    "hpa": _decode_hpa,
+    "vpa": _decode_vpa,
+    "policy": _decode_policy,
+}
+
+
+def decode_event(obj: object) -> Event:
+    """Decode one contract event from a JSON value, or raise :class:`InvalidEvent`."""
+    if not isinstance(obj, Mapping):
+        raise InvalidEvent("", f"an event must be a JSON object, got {_show(obj)}")
+    kind = obj.get("type")
+    decoder = _DECODERS.get(kind) if isinstance(kind, str) else None
+    if decoder is None:
+        raise InvalidEvent("type", f"unknown event type {_show(kind)}; expected one of {', '.join(EVENT_TYPES)}")
+    ts = _ts(obj)
+    ref = decode_workload_ref(obj.get("workload"))
+    return decoder(obj, ts, ref)  # type: ignore[operator]

@@ -1,0 +1,73 @@
+"""What a policy hands back to the reconcile loop, and what it is given.
+
+A policy never builds CloudEvents and never touches the workload state: it reads a frozen
+:class:`View` of the tick and returns an :class:`Outcome` (the values it wants, what was blocked and
+why).  The loop turns that into the contract's ``from``/``to`` form, so every policy reports
+changes the same way and cannot forget a field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .events import HpaEvent, SeriesSample, VpaEvent, WorkloadEvent, WorkloadRef
+
+__all__ = ["Blocked", "Outcome", "View"]
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """A change that was wanted and refused; ``reason`` uses HVPA's names (CONTRACT.md section 4)."""
+
+    target: str
+    reason: str
+    wanted: str | int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"target": self.target, "reason": self.reason}
+        if self.wanted is not None:
+            out["wanted"] = self.wanted
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """Everything a policy may look at for one tick of one workload (event time only)."""
+
+    tick: float
+    workload: WorkloadRef
+    spec: WorkloadEvent
+    hpa: HpaEvent | None
+    vpa: VpaEvent | None
+    #: Latest sample per (series, pod) with its event time.
+    series: Mapping[tuple[str, str | None], tuple[float, SeriesSample]]
+    #: Event time of the latest OOM kill per container.
+    oom: Mapping[str, float]
+    #: Tandem settings (the ``--config`` file), read-only.
+    settings: Mapping[str, Any]
+
+
+@dataclass(slots=True)
+class Outcome:
+    """The desired state after a tick.  ``None``/absent means "leave as it is".
+
+    Requests and limits are per container and resource in milli-units.  ``hpa`` holds HPA fields
+    (``min_replicas``, ``max_replicas``, ``target_utilization``) as ``(from, to)`` pairs; the loop
+    drops the pairs that do not change.
+    """
+
+    replicas: int | None = None
+    requests: dict[str, dict[str, int]] = field(default_factory=dict)
+    limits: dict[str, dict[str, int]] = field(default_factory=dict)
+    hpa: dict[str, Any] = field(default_factory=dict)
+    blocked: list[Blocked] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    inputs: dict[str, Any] = field(default_factory=dict)
+    dry_run: bool = False
+    #: Policy mode for the ``policy`` block of the decision (``Auto``, ``Off``, a seed mode...).
+    mode: str = "Auto"
+
+    def block(self, target: str, reason: str, wanted: str | int | None = None) -> None:
+        self.blocked.append(Blocked(target, reason, wanted))

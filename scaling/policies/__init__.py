@@ -1,0 +1,70 @@
+"""Policy kinds (CONTRACT.md section 5) and the one entry point that parses a manifest."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import InvalidPolicy
+from ..events import WorkloadRef
+from .base import Policy, get_path
+from .custom_hpa import CustomHpaPolicy, parse_custom_hpa
+from .hvpa import HvpaPolicy, parse_hvpa
+
+__all__ = ["Policy", "parse_policy", "policy_target"]
+
+CLUSTER_ANNOTATION = "tandem.dev/cluster"
+
+
+def policy_target(manifest: Mapping[str, Any], default_cluster: str = "default") -> WorkloadRef:
+    """The workload a manifest scales: its target in ``metadata.namespace``, in the cluster named by
+    annotation ``tandem.dev/cluster`` (else ``default_cluster``) - CONTRACT.md section 5."""
+    if not isinstance(manifest, Mapping):
+        raise InvalidPolicy("policy", "expected a manifest object")
+    meta = manifest.get("metadata") or {}
+    if not isinstance(meta, Mapping):
+        raise InvalidPolicy("metadata", "expected an object")
+    namespace = meta.get("namespace") or "default"
+    annotations = meta.get("annotations") or {}
+    cluster = annotations.get(CLUSTER_ANNOTATION) if isinstance(annotations, Mapping) else None
+    cluster = cluster or default_cluster
+    spec = manifest.get("spec") or {}
+    ref = None
+    for path in ("targetRef", "scaleTargetRef", "hpaTemplate.scaleTargetRef", "hpaSpec.scaleTargetRef"):
+        candidate = get_path(spec, path)
+        if isinstance(candidate, Mapping) and candidate.get("name"):
+            ref = candidate
+            break
+    if ref is None:
+        # Nanit: spec.target.deployment / spec.target.namespace
+        dep = get_path(spec, "target.deployment")
+        if isinstance(dep, str) and dep:
+            ns = get_path(spec, "target.namespace") or namespace
+            return WorkloadRef(str(cluster), str(ns), "Deployment", dep)
+        raise InvalidPolicy("spec.targetRef", "required target reference (kind, name) is missing")
+    kind = ref.get("kind") or "Deployment"
+    for key, val in (("kind", kind), ("name", ref.get("name"))):
+        if not isinstance(val, str) or "/" in val:
+            raise InvalidPolicy(f"spec.targetRef.{key}", f"{val!r} is not a valid name")
+    return WorkloadRef(str(cluster), str(namespace), str(kind), str(ref["name"]))
+
+
+def parse_policy(manifest: Mapping[str, Any], workload: WorkloadRef) -> Policy:
+    """Parse a manifest of any supported kind, or raise :class:`InvalidPolicy` naming the field."""
+    if not isinstance(manifest, Mapping):
+        raise InvalidPolicy("policy", "expected a manifest object")
+    kind = manifest.get("kind")
+    api = str(manifest.get("apiVersion") or "")
+    if kind == "Hvpa":
+        if api.startswith("autoscaling.gardener.cloud/"):
+            from .hvpa_v2 import parse_hvpa_v2
+
+            return parse_hvpa_v2(manifest, workload)
+        return HvpaPolicy(parse_hvpa(manifest, workload))
+    if kind == "CustomHpa":
+        return CustomHpaPolicy(parse_custom_hpa(manifest, workload))
+    if kind == "Tortoise":
+        from .tortoise import parse_tortoise
+
+        return parse_tortoise(manifest, workload)
+    raise InvalidPolicy("kind", f"unknown policy kind {kind!r}; expected Hvpa, Tortoise or CustomHpa")

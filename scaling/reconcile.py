@@ -1,0 +1,206 @@
+"""The reconcile loop of CONTRACT.md section 6, as pure functions over :class:`WorkloadState`.
+
+Both drivers call exactly these functions: the embedded replay (``streams.replay``) and the Faust
+agents (``agents``).  ``ingest`` applies one event; before doing so it reconciles the pending tick
+if the event is the first one *after* it, so the reconcile of tick ``T`` sees every event with
+``ts <= T`` and nothing later.  Ticks without events in between are coalesced.  ``flush`` runs the
+pending tick when an input ends.
+
+Within one tick, events of different types update disjoint parts of the state, so their relative
+order does not matter; this is what lets the worker merge several topics and still produce the
+replay's bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from .cloudevents import BLOCKED, DECISION, cloudevent, event_id
+from .errors import InvalidPolicy
+from .events import Event, MetricEvent, PolicyEvent, SeriesSample, WorkloadEvent, WorkloadRef
+from .outcome import Outcome, View
+from .policies import Policy, parse_policy
+from .quantity import format_quantity
+from .settings import Settings
+from .state import WorkloadState
+
+__all__ = ["Emitted", "flush", "ingest", "tick_of"]
+
+#: What the loop hands the driver: (topic kind, event).  Kinds: "audit" (decision/blocked
+#: CloudEvents; decisions that are not dry runs also go to the actuator), "hpa", "vpa"
+#: (tandem's own recommendations, with ``"source": "tandem"``).
+Emitted = tuple[str, dict[str, Any]]
+
+
+def tick_of(ts: float, period: float) -> float:
+    """The first tick at or after ``ts``."""
+    return float(math.ceil(ts / period) * period)
+
+
+def ingest(state: WorkloadState, event: Event, raw: Mapping[str, Any], settings: Settings) -> list[Emitted]:
+    """Apply ``event`` (decoded from ``raw``) to ``state``; return what the tick before it produced.
+
+    Raises :class:`InvalidEvent` (without touching the state) for a policy that cannot run.
+    """
+    policy_obj: Policy | None = None
+    if isinstance(event, PolicyEvent) and event.manifest is not None:
+        try:
+            policy_obj = parse_policy(event.manifest, event.workload)
+        except InvalidPolicy as exc:
+            raise exc.within("policy") from None
+    out: list[Emitted] = []
+    if state.pending_tick is not None and event.ts > state.pending_tick:
+        out.extend(_reconcile(state, state.pending_tick, settings))
+        state.pending_tick = None
+    _apply(state, event, raw, policy_obj)
+    tick = tick_of(event.ts, settings.sync_period)
+    if state.last_tick is None or tick > state.last_tick:
+        state.pending_tick = tick if state.pending_tick is None else max(state.pending_tick, tick)
+    state.last_ts = event.ts if state.last_ts is None else max(state.last_ts, event.ts)
+    return out
+
+
+def flush(state: WorkloadState, settings: Settings) -> list[Emitted]:
+    """Reconcile the pending tick now (the input ended, or the worker's partition went idle)."""
+    if state.pending_tick is None:
+        return []
+    tick, state.pending_tick = state.pending_tick, None
+    return _reconcile(state, tick, settings)
+
+
+def _apply(state: WorkloadState, event: Event, raw: Mapping[str, Any], policy_obj: Policy | None) -> None:
+    if isinstance(event, MetricEvent):
+        for s in event.series:
+            state.note_series(event.ts, s)
+        for c in event.samples:
+            if c.oom:
+                prev = state.oom.get(c.container)
+                state.oom[c.container] = event.ts if prev is None else max(prev, event.ts)
+        return
+    if isinstance(event, PolicyEvent):
+        if event.manifest is None:
+            state.forget("policy")
+            state._typed.pop("policy_obj", None)
+            state.memory.clear()
+            return
+        previous = state.raw.get("policy")
+        state.remember(raw, event)
+        state._typed["policy_obj"] = policy_obj
+        if previous is None or previous.get("policy") != event.manifest:
+            if previous is not None and _kind(previous.get("policy")) != _kind(event.manifest):
+                state.memory.clear()  # a different kind starts from a clean slate
+        return
+    if event.type in ("hpa", "vpa") and event.source == "tandem":
+        return  # tandem's own recommendations are recomputed, never read back (section 6)
+    state.remember(raw, event)
+
+
+def _kind(manifest: Any) -> Any:
+    return manifest.get("kind") if isinstance(manifest, Mapping) else None
+
+
+def policy_of(state: WorkloadState) -> Policy | None:
+    if "policy_obj" not in state._typed:
+        ev: PolicyEvent | None = state.typed("policy")
+        state._typed["policy_obj"] = (
+            parse_policy(ev.manifest, ev.workload) if ev is not None and ev.manifest is not None else None
+        )
+    obj: Policy | None = state._typed["policy_obj"]
+    return obj
+
+
+def _reconcile(state: WorkloadState, tick: float, settings: Settings) -> list[Emitted]:
+    state.last_tick = tick
+    policy = policy_of(state)
+    spec: WorkloadEvent | None = state.spec
+    if policy is None or spec is None:
+        return []
+    ref = spec.workload
+    view = View(
+        tick=tick,
+        workload=ref,
+        spec=spec,
+        hpa=state.typed("hpa"),
+        vpa=state.typed("vpa"),
+        series={k: (ts, _series_sample(k, v)) for k, (ts, v) in state.series.items()},
+        oom=dict(state.oom),
+        settings={
+            "sync_period": settings.sync_period,
+            "hpa": settings.hpa,
+            "vpa": settings.vpa,
+            "tortoise": settings.tortoise,
+        },
+    )
+    memory = state.memory.setdefault(policy.kind, {})
+    outcome = policy.decide(view, memory)
+    event = _to_cloudevent(ref, tick, policy, outcome, spec)
+    if event is None:
+        state.last_blocked = None
+        return []
+    if event["type"] == BLOCKED:
+        # A blocked change is reported when it starts or changes, not on every tick it persists.
+        fingerprint = event_id(BLOCKED, {"blocked": event["data"]["blocked"], "policy": event["data"]["policy"]})
+        if fingerprint == state.last_blocked:
+            return []
+        state.last_blocked = fingerprint
+        return [("audit", event)]
+    state.last_blocked = None
+    if not outcome.dry_run:
+        state.assume_applied(tick, outcome.replicas, outcome.requests, outcome.limits)
+    return [("audit", event)]
+
+
+def _series_sample(key: tuple[str, str | None], value: float) -> SeriesSample:
+    return SeriesSample(key[0], value, key[1])
+
+
+def _to_cloudevent(
+    ref: WorkloadRef, tick: float, policy: Policy, outcome: Outcome, spec: WorkloadEvent
+) -> dict[str, Any] | None:
+    data: dict[str, Any] = {
+        "workload": ref.as_dict(),
+        "tick": tick,
+        "policy": {"kind": policy.kind, "name": policy.name, "mode": outcome.mode},
+        "dry_run": outcome.dry_run,
+    }
+    changed = False
+    if outcome.replicas is not None and outcome.replicas != spec.replicas:
+        data["replicas"] = {"from": spec.replicas, "to": outcome.replicas}
+        changed = True
+    containers: dict[str, Any] = {}
+    for section, values in (("requests", outcome.requests), ("limits", outcome.limits)):
+        for cname in sorted(values):
+            if cname not in spec.containers:
+                continue
+            current = getattr(spec.containers[cname], section)
+            for res in sorted(values[cname]):
+                new = values[cname][res]
+                old = current.get(res)
+                if old is not None and old.milli == new:
+                    continue
+                containers.setdefault(cname, {}).setdefault(section, {})[res] = {
+                    "from": old.text if old is not None else None,
+                    "to": format_quantity(res, new),
+                }
+    if containers:
+        data["containers"] = containers
+        changed = True
+    hpa_changes: dict[str, Any] = {}
+    for name, value in outcome.hpa.items():
+        if name == "target_utilization":
+            sub = {k: {"from": f, "to": t} for k, (f, t) in sorted(value.items()) if f != t}
+            if sub:
+                hpa_changes[name] = sub
+        elif value[0] != value[1]:
+            hpa_changes[name] = {"from": value[0], "to": value[1]}
+    if hpa_changes:
+        data["hpa"] = hpa_changes
+        changed = True
+    data["blocked"] = [b.as_dict() for b in outcome.blocked]
+    data["reasons"] = list(outcome.reasons)
+    data["inputs"] = outcome.inputs
+    if not changed and not outcome.blocked:
+        return None
+    return cloudevent(DECISION if changed else BLOCKED, ref.cluster, ref.key, tick, data)

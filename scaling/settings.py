@@ -1,0 +1,52 @@
+"""tandem's settings (the ``--config`` YAML file, CONTRACT.md section 5), validated once.
+
+The core receives them as a frozen :class:`Settings`; sections owned by a component (``hpa:``,
+``vpa:``, ``tortoise:``) stay raw mappings here and are validated by that component with the
+upstream names and defaults.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import InvalidPolicy
+
+__all__ = ["Settings"]
+
+_SECTIONS = ("hpa", "vpa", "tortoise")
+_TOP = ("sync_period", "cluster", *_SECTIONS)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    #: Reconcile ticks fall on every multiple of this many seconds of event time (section 6).
+    sync_period: float = 15.0
+    #: Cluster of policy manifests without a ``tandem.dev/cluster`` annotation.
+    cluster: str = "default"
+    hpa: Mapping[str, Any] = field(default_factory=dict)
+    vpa: Mapping[str, Any] = field(default_factory=dict)
+    tortoise: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any] | None, **overrides: Any) -> Settings:
+        raw = dict(raw or {})
+        for key in raw:
+            if key not in _TOP:
+                raise InvalidPolicy(key, f"unknown setting; expected one of {', '.join(_TOP)}")
+        raw.update({k: v for k, v in overrides.items() if v is not None})
+        period = raw.get("sync_period", 15.0)
+        if isinstance(period, bool) or not isinstance(period, int | float) or not math.isfinite(period) or period <= 0:
+            raise InvalidPolicy("sync_period", f"expected a number of seconds > 0, got {period!r}")
+        sections: dict[str, Mapping[str, Any]] = {}
+        for name in _SECTIONS:
+            value = raw.get(name) or {}
+            if not isinstance(value, Mapping):
+                raise InvalidPolicy(name, "expected a mapping of settings")
+            sections[name] = value
+        cluster = raw.get("cluster", "default")
+        if not isinstance(cluster, str) or not cluster or "/" in cluster:
+            raise InvalidPolicy("cluster", f"{cluster!r} is not a cluster name")
+        return cls(float(period), cluster, sections["hpa"], sections["vpa"], sections["tortoise"])
