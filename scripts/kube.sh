@@ -284,6 +284,7 @@ cmd_start() {
   # ---- etcd ----
   rm -rf "$dir/etcd-data"
   mkdir -p "$dir/etcd-data" "$dir/certs"
+  chmod 700 "$dir/etcd-data"
   local etcd_args=(
     --name tandem
     --data-dir "$dir/etcd-data"
@@ -312,13 +313,28 @@ cmd_start() {
   done
 
   # ---- credentials ----
+  # A throwaway CA and a serving certificate for 127.0.0.1, so clients verify TLS for real.
+  local certs="$dir/certs"
+  openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 -subj "/CN=tandem-test-ca" \
+    -keyout "$certs/ca.key" -out "$certs/ca.crt" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -sha256 -subj "/CN=kube-apiserver" \
+    -keyout "$certs/apiserver.key" -out "$certs/apiserver.csr" 2>/dev/null
+  cat >"$certs/apiserver.ext" <<'EXT'
+basicConstraints=critical,CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth
+subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
+EXT
+  openssl x509 -req -sha256 -days 3650 -in "$certs/apiserver.csr" -CA "$certs/ca.crt" -CAkey "$certs/ca.key" \
+    -CAcreateserial -extfile "$certs/apiserver.ext" -out "$certs/apiserver.crt" 2>/dev/null
   openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null
   openssl rsa -in "$dir/sa.key" -pubout -out "$dir/sa.pub" 2>/dev/null
   local token
   token="$(openssl rand -hex 24)"
   # static token file: token,user,uid,"group1,group2"
   printf '%s,admin,admin,"system:masters"\n' "$token" >"$dir/tokens.csv"
-  chmod 600 "$dir/sa.key" "$dir/tokens.csv"
+  chmod 600 "$dir/sa.key" "$dir/tokens.csv" "$certs/ca.key" "$certs/apiserver.key"
 
   # ---- kube-apiserver ----
   local api_args=(
@@ -326,7 +342,9 @@ cmd_start() {
     --bind-address 127.0.0.1
     --advertise-address 127.0.0.1
     --secure-port "$api_port"
-    --cert-dir "$dir/certs"
+    --cert-dir "$certs"
+    --tls-cert-file "$certs/apiserver.crt"
+    --tls-private-key-file "$certs/apiserver.key"
     --token-auth-file "$dir/tokens.csv"
     --authorization-mode RBAC
     --service-account-key-file "$dir/sa.pub"
@@ -335,6 +353,7 @@ cmd_start() {
     --service-cluster-ip-range 10.0.0.0/24
     --disable-admission-plugins ServiceAccount
     --allow-privileged=true
+    --endpoint-reconciler-type none
     --profiling=false
     --v=1
   )
@@ -349,7 +368,7 @@ cmd_start() {
     alive "$dir/etcd.pid" etcd || fail_start "$dir" "etcd exited during kube-apiserver start-up"
     ((SECONDS < deadline)) || fail_start "$dir" "kube-apiserver /readyz not ok after ${START_TIMEOUT}s (last answer: ${body:0:200})"
     sleep 0.3
-    body="$(curl -sk --max-time 5 -H "Authorization: Bearer $token" \
+    body="$(curl -s --cacert "$certs/ca.crt" --max-time 5 -H "Authorization: Bearer $token" \
       "https://127.0.0.1:$api_port/readyz" 2>/dev/null || true)"
   done
 
@@ -361,7 +380,7 @@ clusters:
 - name: tandem
   cluster:
     server: https://127.0.0.1:$api_port
-    insecure-skip-tls-verify: true
+    certificate-authority-data: $(base64 -w0 "$certs/ca.crt")
 users:
 - name: admin
   user:
