@@ -141,7 +141,11 @@ def _reconcile(state: WorkloadState, tick: float, settings: Settings) -> list[Em
         return []
     if event["type"] == BLOCKED:
         # A blocked change is reported when it starts or changes, not on every tick it persists.
-        fingerprint = event_id(BLOCKED, {"blocked": event["data"]["blocked"], "policy": event["data"]["policy"]})
+        # Same targets blocked for the same reasons is no news, even if the wanted values moved.
+        fingerprint = event_id(
+            BLOCKED,
+            {"blocked": [[b["target"], b["reason"]] for b in event["data"]["blocked"]], "policy": event["data"]["policy"]},
+        )
         if fingerprint == state.last_blocked:
             return []
         state.last_blocked = fingerprint

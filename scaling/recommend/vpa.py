@@ -84,7 +84,7 @@ MAX_DECAY_EXPONENT: Final = 100
 #: Seconds from Go's zero time (0001-01-01 UTC) to the Unix epoch.  ``time.Time.Round`` rounds to
 #: multiples of the duration *since the zero time*; for 24 h the two agree, for other half-lives not.
 _GO_ZERO_TIME_TO_UNIX: Final = 62135596800.0
-_RESOURCES: Final = ("cpu", "memory")
+_RESOURCES: Final[tuple[str, ...]] = ("cpu", "memory")
 
 # --------------------------------------------------------------------------------------------------
 # Go arithmetic that the integer results depend on
@@ -168,7 +168,7 @@ def _go_pow(x: float, y: float) -> float:
     x1, xe = math.frexp(x)
     i = int(yi)
     while i != 0:
-        if xe < -(1 << 12) or (1 << 12) < xe:
+        if xe < -(1 << 12) or xe > (1 << 12):
             ae += xe
             break
         if i & 1 == 1:
@@ -237,7 +237,7 @@ class ExponentialHistogramOptions(HistogramOptions):
     def __init__(self, max_value: float, first_bucket_size: float, ratio: float, epsilon: float) -> None:
         if max_value <= 0.0 or first_bucket_size <= 0.0 or ratio <= 1.0 or epsilon <= 0.0:
             raise ValueError("maxValue, firstBucketSize and epsilon must be > 0.0, ratio must be > 1.0")
-        self.num_buckets = int(math.ceil(_go_log(ratio, max_value * (ratio - 1) / first_bucket_size + 1))) + 1
+        self.num_buckets = math.ceil(_go_log(ratio, max_value * (ratio - 1) / first_bucket_size + 1)) + 1
         self.first_bucket_size = first_bucket_size
         self.ratio = ratio
         self.epsilon = epsilon
@@ -269,7 +269,7 @@ class LinearHistogramOptions(HistogramOptions):
     def __init__(self, max_value: float, bucket_size: float, epsilon: float) -> None:
         if max_value <= 0.0 or bucket_size <= 0.0 or epsilon <= 0.0:
             raise ValueError("maxValue and bucketSize must both be positive")
-        self.num_buckets = int(math.ceil(max_value / bucket_size)) + 1
+        self.num_buckets = math.ceil(max_value / bucket_size) + 1
         self.bucket_size = bucket_size
         self.epsilon = epsilon
 
@@ -361,7 +361,7 @@ class DecayingHistogram:
             self.shift_reference(ts, half_life)
             ref = self.ref
             assert ref is not None
-        return 2.0 ** ((ts - ref) / half_life)
+        return math.pow(2.0, (ts - ref) / half_life)  # math.Exp2
 
     def shift_reference(self, new_ref: float, half_life: float) -> None:
         """VPA: decaying_histogram.go shiftReferenceTimestamp - round, then scale by 2^exponent."""
@@ -959,7 +959,9 @@ class ContainerPolicy:
         if self.mode not in ("Auto", "Off"):
             raise ValueError(f"mode: expected Auto or Off, got {self.mode!r}")
         if self.controlled_values not in ("RequestsAndLimits", "RequestsOnly"):
-            raise ValueError(f"controlled_values: expected RequestsAndLimits or RequestsOnly, got {self.controlled_values!r}")
+            raise ValueError(
+                f"controlled_values: expected RequestsAndLimits or RequestsOnly, got {self.controlled_values!r}"
+            )
         for r in self.controlled_resources:
             if r not in _RESOURCES:
                 raise ValueError(f"controlled_resources: {r!r} is not cpu or memory")
@@ -1085,7 +1087,7 @@ def _round_up(value: int, scale: int) -> int:
     # and the quantity is not zero.
     if scale == 1 or value == 0:
         return value
-    return int(math.ceil(float(value) / float(scale))) * scale
+    return math.ceil(float(value) / float(scale)) * scale
 
 
 def _cap(values: dict[str, int], min_allowed: Mapping[str, int], max_allowed: Mapping[str, int]) -> dict[str, int]:
@@ -1101,6 +1103,48 @@ def _cap(values: dict[str, int], min_allowed: Mapping[str, int], max_allowed: Ma
             v = hi
         out[res] = v
     return out
+
+
+def _estimate(
+    s: ContainerState, cfg: VpaConfig, minimum: Mapping[str, int]
+) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    """Target, lower and upper bound before filtering, rounding and capping.
+
+    VPA: logic/recommender.go CreatePodResourceRecommender - percentile, then margin, then the
+    confidence multiplier (bounds only); GetRecommendedPodResources wraps each in the minimum.
+    """
+    margin = cfg.recommendation_margin_fraction
+    confidence = {
+        "cpu": get_confidence(s, cfg.confidence_interval_cpu),
+        "memory": get_confidence(s, cfg.confidence_interval_memory),
+    }
+
+    def base(resource: str, p: float) -> int:
+        if resource == "cpu":
+            return _with_margin(_amount(s.cpu.percentile(p) * 1000.0), margin)  # CPUAmountFromCores
+        return _with_margin(_amount(s.memory.percentile(p)), margin)  # MemoryAmountFromBytes
+
+    percentiles = {
+        "cpu": (
+            cfg.target_cpu_percentile,
+            cfg.recommendation_lower_bound_cpu_percentile,
+            cfg.recommendation_upper_bound_cpu_percentile,
+        ),
+        "memory": (
+            cfg.target_memory_percentile,
+            cfg.recommendation_lower_bound_memory_percentile,
+            cfg.recommendation_upper_bound_memory_percentile,
+        ),
+    }
+    target: dict[str, int] = {}
+    lower: dict[str, int] = {}
+    upper: dict[str, int] = {}
+    for r in _RESOURCES:
+        p_target, p_lower, p_upper = percentiles[r]
+        target[r] = max(base(r, p_target), minimum[r])
+        lower[r] = max(confidence_multiplier(base(r, p_lower), 0.001, -2.0, confidence[r]), minimum[r])
+        upper[r] = max(confidence_multiplier(base(r, p_upper), 1.0, 1.0, confidence[r]), minimum[r])
+    return target, lower, upper
 
 
 def recommend(
@@ -1149,44 +1193,14 @@ def recommend(
         global_max["memory"] = cfg.container_recommendation_max_allowed_memory
 
     out: dict[str, Recommendation] = {}
-    margin = cfg.recommendation_margin_fraction
-    for name, s, policy in active:
-        conf_cpu = get_confidence(s, cfg.confidence_interval_cpu)
-        conf_mem = get_confidence(s, cfg.confidence_interval_memory)
-
-        def cpu(p: float) -> int:
-            return _with_margin(_amount(s.cpu.percentile(p) * 1000.0), margin)
-
-        def mem(p: float) -> int:
-            return _with_margin(_amount(s.memory.percentile(p)), margin)
-
-        target = {"cpu": max(cpu(cfg.target_cpu_percentile), min_cpu),
-                  "memory": max(mem(cfg.target_memory_percentile), min_memory)}
-        lower = {
-            "cpu": max(confidence_multiplier(cpu(cfg.recommendation_lower_bound_cpu_percentile), 0.001, -2.0, conf_cpu),
-                       min_cpu),
-            "memory": max(
-                confidence_multiplier(mem(cfg.recommendation_lower_bound_memory_percentile), 0.001, -2.0, conf_mem),
-                min_memory,
-            ),
-        }
-        upper = {
-            "cpu": max(confidence_multiplier(cpu(cfg.recommendation_upper_bound_cpu_percentile), 1.0, 1.0, conf_cpu),
-                       min_cpu),
-            "memory": max(
-                confidence_multiplier(mem(cfg.recommendation_upper_bound_memory_percentile), 1.0, 1.0, conf_mem),
-                min_memory,
-            ),
-        }
-
+    rounding = {"cpu": cfg.round_cpu_millicores, "memory": cfg.round_memory_bytes}
+    for name, state, policy in active:
+        target, lower, upper = _estimate(state, cfg, {"cpu": min_cpu, "memory": min_memory})
         controlled = policy.controlled_resources if policy is not None else _RESOURCES
-        rounding = {"cpu": cfg.round_cpu_millicores, "memory": cfg.round_memory_bytes}
-
-        def finish(values: dict[str, int], controlled: tuple[str, ...] = controlled) -> dict[str, int]:
-            # VPA: logic FilterControlledResources, then model ResourcesAsResourceList rounding.
-            return {r: _round_up(values[r], rounding[r]) for r in _RESOURCES if r in controlled}
-
-        t, lb, ub = finish(target), finish(lower), finish(upper)
+        # VPA: logic/recommender.go FilterControlledResources, then model/types.go
+        # ResourcesAsResourceList rounding (uncappedTarget is the same rounded target).
+        t, lb, ub = ({r: _round_up(v[r], rounding[r]) for r in _RESOURCES if r in controlled}
+                     for v in (target, lower, upper))
         min_allowed = dict(policy.min_allowed) if policy is not None else {}
         max_allowed = dict(policy.max_allowed) if policy is not None else {}
         for res, q in global_max.items():
