@@ -144,7 +144,10 @@ def _reconcile(state: WorkloadState, tick: float, settings: Settings) -> list[Em
         # Same targets blocked for the same reasons is no news, even if the wanted values moved.
         fingerprint = event_id(
             BLOCKED,
-            {"blocked": [[b["target"], b["reason"]] for b in event["data"]["blocked"]], "policy": event["data"]["policy"]},
+            {
+                "blocked": [[b["target"], b["reason"]] for b in event["data"]["blocked"]],
+                "policy": event["data"]["policy"],
+            },
         )
         if fingerprint == state.last_blocked:
             return []

@@ -9,8 +9,8 @@
 #
 # Binaries are cached outside the repo in ${TANDEM_CACHE:-$HOME/.cache/tandem}/kube-<version>/bin/.
 # Knobs (environment):
-#   TANDEM_KUBE_VERSION        Kubernetes release to build (default below)
-#   TANDEM_ETCD_VERSION        etcd release to build (default below)
+#   TANDEM_KUBE_VERSION        Kubernetes release to build (default 1.36.3)
+#   TANDEM_ETCD_VERSION        etcd release to build (default 3.5.35)
 #   TANDEM_KUBE_START_TIMEOUT  seconds to wait for /readyz (default 90)
 #   TANDEM_KUBE_STOP_TIMEOUT   seconds between TERM and KILL (default 20)
 #   TANDEM_KUBE_ETCD_APT_FALLBACK=0  never fall back to Debian's etcd-server if etcd 3.5 cannot be built
@@ -32,7 +32,7 @@ log() { printf '[kube.sh] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 usage() {
-  sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -91,7 +91,7 @@ build_kube_apiserver() {
   # The staging modules are listed as `k8s.io/X => ./staging/src/k8s.io/X` in kubernetes' go.mod;
   # a consumer must replace each with its published v0.<minor>.<patch> release.
   local gomod
-  gomod="$(cd / && GOFLAGS= go mod download -json "k8s.io/kubernetes@v$KUBE_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')"
+  gomod="$(cd / && GOFLAGS="" go mod download -json "k8s.io/kubernetes@v$KUBE_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')"
   [[ -f "$gomod" ]] || die "could not download go.mod of k8s.io/kubernetes@v$KUBE_VERSION"
   local replaces=() m
   while read -r m; do
@@ -210,7 +210,9 @@ alive() {
   pid="$(cat "$pidfile")"
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
   [[ -r "/proc/$pid/cmdline" ]] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$name" || return 1
+  local cmdline
+  cmdline="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" || return 1
+  [[ "$cmdline" == *"$name"* ]] || return 1
   # a zombie counts as gone
   [[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]]
 }

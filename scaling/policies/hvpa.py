@@ -176,16 +176,22 @@ def _scale_params(obj: Mapping[str, Any], where: str) -> dict[str, Change]:
     return out
 
 
-def _scale_type(spec: Mapping[str, Any], where: str) -> ScaleType:
-    obj = mapping_field(spec, where)
-    mode = get_path(obj, "updatePolicy.updateMode") or "Auto"
-    if mode not in UPDATE_MODES:
-        raise InvalidPolicy(f"{where}.updatePolicy.updateMode", f"{mode!r} is not one of {', '.join(UPDATE_MODES)}")
-    return ScaleType(
-        mode,
-        _scale_params(mapping_field(obj, "minChange"), f"{where}.minChange"),
-        duration_field(obj, "stabilizationDuration") if "stabilizationDuration" in obj else 0.0,
-    )
+def _scale_type(parent: Mapping[str, Any], key: str, prefix: str = "spec") -> ScaleType:
+    where = f"{prefix}.{key}"
+    try:
+        obj = mapping_field(parent, key)
+        mode = get_path(obj, "updatePolicy.updateMode") or "Auto"
+        if mode not in UPDATE_MODES:
+            raise InvalidPolicy("updatePolicy.updateMode", f"{mode!r} is not one of {', '.join(UPDATE_MODES)}")
+        return ScaleType(
+            mode,
+            _scale_params(mapping_field(obj, "minChange"), f"{where}.minChange"),
+            duration_field(obj, "stabilizationDuration") if "stabilizationDuration" in obj else 0.0,
+        )
+    except InvalidPolicy as exc:
+        if exc.field.startswith(where):
+            raise
+        raise exc.within(prefix if exc.field.startswith(key) else where) from None
 
 
 def _ci_get(obj: Mapping[str, Any], key: str) -> Any:
@@ -368,10 +374,10 @@ def parse_hvpa(manifest: Mapping[str, Any], workload: WorkloadRef) -> HvpaSpec:
         max_replicas=max_r,
         hpa_deploy=bool(hpa.get("deploy", False)),
         vpa_deploy=bool(vpa.get("deploy", False)),
-        hpa_up=_scale_type(hpa, "scaleUp"),
-        hpa_down=_scale_type(hpa, "scaleDown"),
-        vpa_up=_scale_type(vpa, "scaleUp"),
-        vpa_down=_scale_type(vpa, "scaleDown"),
+        hpa_up=_scale_type(hpa, "scaleUp", "spec.hpa"),
+        hpa_down=_scale_type(hpa, "scaleDown", "spec.hpa"),
+        vpa_up=_scale_type(vpa, "scaleUp", "spec.vpa"),
+        vpa_down=_scale_type(vpa, "scaleDown", "spec.vpa"),
         intervals=_intervals(
             spec.get("weightBasedScalingIntervals"), "spec.weightBasedScalingIntervals", fractional=False
         ),

@@ -535,9 +535,13 @@ def _parse_metric(index: int, raw: Any, where: str) -> MetricSpec:
     fname = _SOURCE_FIELD[type_]
     src = _mapping(spec.get(fname), f"{where}.{fname}")
     loc = f"{where}.{fname}"
-    if "target" in src:
-        return _parse_v2(index, type_, src, loc)
-    return _parse_v2beta1(index, type_, src, loc)
+    # v2beta1 names its fields differently; its Object source also has a ``target`` (the object).
+    if "target" not in src or any(k in src for k in _V2BETA1_KEYS):
+        return _parse_v2beta1(index, type_, src, loc)
+    return _parse_v2(index, type_, src, loc)
+
+
+_V2BETA1_KEYS = ("metricName", "targetAverageUtilization", "targetAverageValue", "targetValue")
 
 
 def _parse_target(target: Mapping[str, Any], loc: str, allowed: tuple[str, ...]) -> dict[str, Any]:

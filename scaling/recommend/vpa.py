@@ -65,6 +65,7 @@ __all__ = [
     "merge_states",
     "policies_from_resource_policy",
     "recommend",
+    "with_margin",
 ]
 
 # --------------------------------------------------------------------------------------------------
@@ -436,8 +437,7 @@ class DecayingHistogram:
         if other.options is not self.options and (
             other.options.num_buckets != self.options.num_buckets
             or any(
-                other.options.bucket_start(b) != self.options.bucket_start(b)
-                for b in range(self.options.num_buckets)
+                other.options.bucket_start(b) != self.options.bucket_start(b) for b in range(self.options.num_buckets)
             )
         ):
             raise ValueError("can't merge histograms with different options")
@@ -784,9 +784,7 @@ class ContainerState:
         window = self._window(pod, float(ts), cfg)
         return self._add_memory_peak(window, float(ts), _amount(float(bytes_)), False, cfg)
 
-    def record_oom(
-        self, ts: float, memory_bytes: int, cfg: VpaConfig, *, pod: str = "", max_memory: int = 0
-    ) -> bool:
+    def record_oom(self, ts: float, memory_bytes: int, cfg: VpaConfig, *, pod: str = "", max_memory: int = 0) -> bool:
         """Record an OOM kill at ``ts`` of a container whose memory *request* was ``memory_bytes``.
 
         Reference 2.5 / VPA: model/container.go RecordOOM.  Dropped if ``ts`` is before the start
@@ -1077,8 +1075,8 @@ def confidence_multiplier(amount: int, multiplier: float, exponent: float, confi
     return _scale(amount, _go_pow(1.0 + _go_div(multiplier, confidence), exponent))
 
 
-def _with_margin(amount: int, fraction: float) -> int:
-    # VPA: estimator.go marginEstimator: base + ScaleResource(base, marginFraction).
+def with_margin(amount: int, fraction: float) -> int:
+    """amount + trunc(amount x fraction) (VPA: logic/estimator.go marginEstimator; reference 2.7 step 2)."""
     return amount + _scale(amount, fraction)
 
 
@@ -1121,8 +1119,8 @@ def _estimate(
 
     def base(resource: str, p: float) -> int:
         if resource == "cpu":
-            return _with_margin(_amount(s.cpu.percentile(p) * 1000.0), margin)  # CPUAmountFromCores
-        return _with_margin(_amount(s.memory.percentile(p)), margin)  # MemoryAmountFromBytes
+            return with_margin(_amount(s.cpu.percentile(p) * 1000.0), margin)  # CPUAmountFromCores
+        return with_margin(_amount(s.memory.percentile(p)), margin)  # MemoryAmountFromBytes
 
     percentiles = {
         "cpu": (
@@ -1199,8 +1197,9 @@ def recommend(
         controlled = policy.controlled_resources if policy is not None else _RESOURCES
         # VPA: logic/recommender.go FilterControlledResources, then model/types.go
         # ResourcesAsResourceList rounding (uncappedTarget is the same rounded target).
-        t, lb, ub = ({r: _round_up(v[r], rounding[r]) for r in _RESOURCES if r in controlled}
-                     for v in (target, lower, upper))
+        t, lb, ub = (
+            {r: _round_up(v[r], rounding[r]) for r in _RESOURCES if r in controlled} for v in (target, lower, upper)
+        )
         min_allowed = dict(policy.min_allowed) if policy is not None else {}
         max_allowed = dict(policy.max_allowed) if policy is not None else {}
         for res, q in global_max.items():

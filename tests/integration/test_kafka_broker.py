@@ -44,14 +44,10 @@ async def _produce_keyed(bootstrap: str, topic: str) -> dict[str, list[int]]:
     return sent
 
 
-async def _consume_all(
-    bootstrap: str, topic: str, expected: int, timeout: float
-) -> list[tuple[str, int, int]]:
+async def _consume_all(bootstrap: str, topic: str, expected: int, timeout: float) -> list[tuple[str, int, int]]:
     """Read the topic from the beginning until ``expected`` records arrived (or the deadline passed) and
     every partition is read to its end offset; returns (key, seq, partition) in arrival order."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False
-    )
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False)
     await consumer.start()
     try:
         partitions = [TopicPartition(topic, p) for p in range(N_PARTITIONS)]

@@ -58,11 +58,7 @@ def _resources_apply(name: str, requests: dict[str, str], limits: dict[str, str]
         "metadata": {"name": name},
         "spec": {
             "template": {
-                "spec": {
-                    "containers": [
-                        {"name": CONTAINER, "resources": {"requests": requests, "limits": limits}}
-                    ]
-                }
+                "spec": {"containers": [{"name": CONTAINER, "resources": {"requests": requests, "limits": limits}}]}
             }
         },
     }
@@ -93,7 +89,7 @@ def test_deployment_scale_and_server_side_apply(kube_api: client.ApiClient, kube
 
     # 1) As raw YAML text through the low-level client, without force: the fields are owned by the
     #    creator ("tandem-test"), so the apiserver must answer 409 Conflict and change nothing.
-    method, url, headers, body, post_params = kube_api.param_serialize(
+    method, url, headers, _body, _post_params = kube_api.param_serialize(
         method="PATCH",
         resource_path="/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
         path_params={"namespace": ns, "name": APP},

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from scaling.quantity import parse_quantity
-from tests.replaying import WL, blocked_reasons, decisions, ev, replay
+from tests.replaying import blocked_reasons, decisions, ev, replay
 
 T0 = 1_762_250_400.0  # 2025-11-04T10:00:00Z, a multiple of the 15 s sync period
 
@@ -48,7 +48,9 @@ def fixture_a(
         }
     if controlled_values:
         vpa["template"] = {
-            "spec": {"resourcePolicy": {"containerPolicies": [{"containerName": "*", "controlledValues": controlled_values}]}}
+            "spec": {
+                "resourcePolicy": {"containerPolicies": [{"containerName": "*", "controlledValues": controlled_values}]}
+            }
         }
     spec: dict[str, Any] = {
         "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
@@ -68,7 +70,11 @@ def fixture_a(
     return {
         "apiVersion": "autoscaling.k8s.io/v1alpha1",
         "kind": "Hvpa",
-        "metadata": {"name": "web", "namespace": "shop", "annotations": {"hpa-controller": "hvpa", "tandem.dev/cluster": "c1"}},
+        "metadata": {
+            "name": "web",
+            "namespace": "shop",
+            "annotations": {"hpa-controller": "hvpa", "tandem.dev/cluster": "c1"},
+        },
         "spec": spec,
     }
 
@@ -119,7 +125,9 @@ def change(data: dict[str, Any], section: str, res: str) -> int | None:
 
 
 def test_a1_weighted_memory_up_cpu_below_min_change_gap_limits(tmp_path: Path) -> None:
-    out, _ = replay(tmp_path, [workload(T0 + 1, 2), hpa(T0 + 2, 3, True), vpa(T0 + 3, "500m", "3G")], [fixture_a(40, gap=True)])
+    out, _ = replay(
+        tmp_path, [workload(T0 + 1, 2), hpa(T0 + 2, 3, True), vpa(T0 + 3, "500m", "3G")], [fixture_a(40, gap=True)]
+    )
     data = only(decisions(out))["data"]
     assert data["replicas"] == {"from": 2, "to": 3}  # ceil(2 + 1 x 0.6)
     assert change(data, "requests", "memory") == q("1320000k")  # 200M + (3G - 200M) x 0.4
@@ -185,7 +193,8 @@ def test_a11_scale_out_from_a_full_vpa_stage_borrows_the_next_fractional_weight(
     manifest = fixture_a(
         0,
         intervals=[
-            {"startReplicaCount": i["start"], "lastReplicaCount": i["last"], "vpaWeight": i["vpaWeight"]} for i in intervals
+            {"startReplicaCount": i["start"], "lastReplicaCount": i["last"], "vpaWeight": i["vpaWeight"]}
+            for i in intervals
         ],
         max_replicas=10,
     )
@@ -225,8 +234,10 @@ def test_a15_oom_override_turns_weight_zero_into_one_and_skips_min_change_and_hp
 
 def test_oom_override_is_cleared_by_the_scaling_it_caused(tmp_path: Path) -> None:
     oom = ev("metric", T0 + 4, pod="web-1", container="deployment", memory=199_000_000, oom=True)
-    later = [workload(T0 + 600, 2, {"cpu": "302m", "memory": "228000k"}, {"cpu": "2013m", "memory": "5700000k"}),
-             vpa(T0 + 601, "500m", "3G")]
+    later = [
+        workload(T0 + 600, 2, {"cpu": "302m", "memory": "228000k"}, {"cpu": "2013m", "memory": "5700000k"}),
+        vpa(T0 + 601, "500m", "3G"),
+    ]
     events = [workload(T0 + 1, 2), hpa(T0 + 2, 2, False), vpa(T0 + 3, "500m", "3G"), oom, *later]
     out, _ = replay(tmp_path, events, [fixture_a(0)])
     assert len(decisions(out)) == 1  # without a new OOM, weight 0 blocks again
