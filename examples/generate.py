@@ -190,9 +190,8 @@ def generate(days: int, seed: int) -> list[dict[str, Any]]:
     ms = models()
     by_key = {f"{m.cluster}/{m.namespace}/Deployment/{m.name}": m for m in ms}
     engine = Engine(Settings())
-    for path in sorted((HERE / "policies").glob("*.yaml")):
-        for manifest in load_manifests(str(path)):
-            engine.add_policy(manifest)
+    for manifest in load_manifests(str(HERE / "policies.yaml")):
+        engine.add_policy(manifest)
     events: list[dict[str, Any]] = []
     pending: list[tuple[float, Model, dict[str, Any]]] = []
 

@@ -9,7 +9,7 @@ contract promises producers.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -479,7 +479,7 @@ def _decode_policy(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> Polic
     return PolicyEvent(ts, ref, manifest)
 
 
-_DECODERS = {
+_DECODERS: dict[str, Callable[[Mapping[str, Any], float, WorkloadRef], Event]] = {
     "metric": _decode_metric,
     "workload": _decode_workload,
     "hpa": _decode_hpa,
@@ -498,4 +498,5 @@ def decode_event(obj: object) -> Event:
         raise InvalidEvent("type", f"unknown event type {_show(kind)}; expected one of {', '.join(EVENT_TYPES)}")
     ts = _ts(obj)
     ref = decode_workload_ref(obj.get("workload"))
-    return decoder(obj, ts, ref)  # type: ignore[operator]
+    event: Event = decoder(obj, ts, ref)
+    return event

@@ -98,16 +98,17 @@ def format_cpu(milli: int) -> str:
 
 
 def format_memory(milli: int) -> str:
-    """Memory rounded up to whole kilobytes, as HVPA writes it (``"1320000k"``).
+    """Memory in whole bytes, written in kilobytes when it is a whole number of them.
 
-    HVPA: ``getWeightedRequests`` rounds new memory requests up to kB (reference hvpa.md 2.5);
-    tandem uses the same form for every memory value it writes so that outputs compare as
-    strings.
+    HVPA rounds new memory requests up to whole kB and writes them as ``"1320000k"`` (reference
+    hvpa.md 2.5); tandem keeps that form so that outputs compare as strings with upstream's, and
+    writes any other amount (a ``maxAllowed`` of ``4Gi``, say) in exact bytes rather than rounding
+    it past a bound.
     """
     b = bytes_of(milli)
     if b == 0:
         return "0"
-    return f"{-(-b // 1000)}k"
+    return f"{b // 1000}k" if b % 1000 == 0 else str(b)
 
 
 def format_quantity(resource: str, milli: int) -> str:

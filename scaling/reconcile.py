@@ -88,9 +88,8 @@ def _apply(state: WorkloadState, event: Event, raw: Mapping[str, Any], policy_ob
         previous = state.raw.get("policy")
         state.remember(raw, event)
         state._typed["policy_obj"] = policy_obj
-        if previous is None or previous.get("policy") != event.manifest:
-            if previous is not None and _kind(previous.get("policy")) != _kind(event.manifest):
-                state.memory.clear()  # a different kind starts from a clean slate
+        if previous is not None and _kind(previous.get("policy")) != _kind(event.manifest):
+            state.memory.clear()  # a different kind starts from a clean slate
         return
     if event.type in ("hpa", "vpa") and event.source == "tandem":
         return  # tandem's own recommendations are recomputed, never read back (section 6)

@@ -12,7 +12,7 @@ from functools import cache
 from importlib.resources import files
 from typing import Any
 
-__all__ = ["BASE_URI", "load_schema", "schema_names", "validator"]
+__all__ = ["BASE_URI", "load_schema", "registry", "schema_names", "validator"]
 
 BASE_URI = "https://tandem.dev/schemas/"
 _SUFFIX = ".schema.json"
@@ -38,14 +38,19 @@ def load_schema(name: str) -> dict[str, Any]:
     return schema
 
 
+def registry() -> Any:
+    """A ``referencing.Registry`` holding every packaged schema under its ``$id``."""
+    from referencing import Registry, Resource
+
+    return Registry().with_resources(
+        (BASE_URI + _file_name(n), Resource.from_contents(load_schema(n))) for n in schema_names()
+    )
+
+
 def validator(name: str) -> Any:
     """A ``jsonschema`` Draft 2020-12 validator for schema ``name``, resolving ``$ref`` by ``$id``."""
     from jsonschema import Draft202012Validator
-    from referencing import Registry, Resource
 
-    registry: Registry[Any] = Registry().with_resources(
-        (BASE_URI + _file_name(n), Resource.from_contents(load_schema(n))) for n in schema_names()
-    )
     return Draft202012Validator(
-        load_schema(name), registry=registry, format_checker=Draft202012Validator.FORMAT_CHECKER
+        load_schema(name), registry=registry(), format_checker=Draft202012Validator.FORMAT_CHECKER
     )

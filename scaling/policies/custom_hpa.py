@@ -162,6 +162,7 @@ class CustomHpaPolicy:
         if desired != current:
             out.replicas = desired
             out.reasons.append(
-                f"custom-hpa: replicas ceil(clamp({current} x {clamped:.4g}, {s.min_replicas}, {s.max_replicas})) = {desired}"
+                f"custom-hpa: replicas ceil(clamp({current} x {clamped:.4g}, "
+                f"{s.min_replicas}, {s.max_replicas})) = {desired}"
             )
         return out

@@ -69,7 +69,7 @@ class Window:
 
     def contains(self, t: float) -> bool:
         # HVPA: second precision, inclusive at both ends, wraps over midnight when end < begin.
-        s = int(math.floor(t)) % 86400
+        s = math.floor(t) % 86400
         if self.begin <= self.end:
             return self.begin <= s <= self.end
         return s >= self.begin or s <= self.end
@@ -621,7 +621,8 @@ class HvpaPolicy:
             limited = True
 
         out.reasons.append(
-            f"hvpa: vpaWeight {_fmt_weight(weight, s.form)} at {current} replicas (hpaWeight {_fmt_weight(1 - weight, s.form)})"
+            f"hvpa: vpaWeight {_fmt_weight(weight, s.form)} at {current} replicas "
+            f"(hpaWeight {_fmt_weight(1 - weight, s.form)})"
         )
         if override:
             out.reasons.append("hvpa: OOM kill since the last scaling overrides scale-up stabilization and minChange")

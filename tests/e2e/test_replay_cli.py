@@ -16,7 +16,7 @@ from tests.vectors.test_hvpa_vectors import T0, fixture_a, hpa, vpa, workload
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "stream.jsonl.gz"
-POLICIES = sorted((ROOT / "examples" / "policies").glob("*.yaml"))
+POLICIES = ROOT / "examples" / "policies.yaml"
 
 
 def tandem(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -29,10 +29,7 @@ def good_events() -> list[dict]:
 
 
 def test_readme_first_command_replays_the_bundled_example() -> None:
-    args = ["replay", str(EXAMPLE)]
-    for p in POLICIES:
-        args += ["--policy", str(p)]
-    result = tandem(*args)
+    result = tandem("replay", str(EXAMPLE), "--policy", str(POLICIES))
     assert result.returncode == 0, result.stderr.decode()
     lines = result.stdout.splitlines()
     events = [orjson.loads(line) for line in lines]

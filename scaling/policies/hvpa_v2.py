@@ -1,0 +1,726 @@
+"""Gardener HVPA, line B: "scale intervals" (branch ``hvpa-v2``, API ``autoscaling.gardener.cloud``).
+
+Line B never shipped (reference ``hvpa.md`` section 0), but it is the newest *design*: instead of
+sharing one change between HPA and VPA by weights, it reasons about the workload's **total**
+resources (replicas x per-pod request).  ``scaleIntervals`` are cut into one "effective scaling
+interval" (a *bucket*) per replica count; the bucket that holds the new total decides the replica
+count, and the total divided by it decides the per-pod requests.  Why totals: a horizontal and a
+vertical recommendation then become one quantity that cannot contradict itself, and the replica
+count follows the size of the workload instead of whichever recommender spoke last.
+
+The rules follow reference ``hvpa.md`` sections 1.2 and 3 (re-derived from ``controllers/bucket.go``
+and ``controllers/hvpa_util.go`` at ``d5ae3035``), quirks included; where the reference leaves a
+choice open, ``docs/hvpa-v2.md`` ("Decisions") says what tandem does and why.  Everything is
+integer milli-units (millicores, milli-bytes) with Go's truncating division, so the vectors of
+section 5 come out to the kilobyte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import InvalidPolicy
+from ..events import VpaEvent, WorkloadRef
+from ..outcome import Outcome, View
+from ..quantity import format_quantity
+from .base import duration_field, get_path, int_field, mapping_field, quantity_field
+from .hvpa import (
+    Change,
+    ContainerPolicy,
+    ScaleType,
+    Window,
+    _container_policies,
+    _metrics,
+    _round_kb,
+    _scale_params,
+    _scale_type,
+    min_change_threshold,
+    scaled_limit,
+)
+
+__all__ = ["Bucket", "Buckets", "HvpaV2Policy", "HvpaV2Spec", "ScaleInterval", "build_buckets", "parse_hvpa_v2"]
+
+RESOURCES = ("cpu", "memory")
+#: HVPA v2: finaliseScalingParameters lists blocked scalings in this priority order (reference 3.5).
+BLOCK_ORDER = ("UpdatePolicy", "StabilizationWindow", "MaintenanceWindow", "MinChange", "ParadoxicalScaling")
+#: HVPA v2: a container blocked only by these is changed anyway when another container changes (3.3).
+WAIVABLE = ("MinChange", "StabilizationWindow")
+EXTRAPOLATIONS = ("linear", "horizontalOnly")
+_FIELD = {"cpu": "maxCpu", "memory": "maxMemory"}
+
+
+# --- effective scaling intervals ("buckets") -------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleInterval:
+    """One ``scaleIntervals`` entry; a ``None`` maximum defaults to the container's ``maxAllowed``."""
+
+    max_replicas: int
+    max_per_pod: Mapping[str, int | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Bucket:
+    """The per-pod range allowed at exactly ``replicas`` replicas (milli-units, both ends inclusive)."""
+
+    replicas: int
+    min: Mapping[str, int]
+    max: Mapping[str, int]
+
+    def accepts(self, resource: str, total: int) -> bool:
+        # HVPA v2: a bucket holds a *total* v iff r x min <= v <= r x max (reference hvpa.md 3.1).
+        return self.replicas * self.min[resource] <= total <= self.replicas * self.max[resource]
+
+
+@dataclass(frozen=True, slots=True)
+class Buckets:
+    """All buckets of one container, one per replica count from minReplicas upwards."""
+
+    buckets: tuple[Bucket, ...]
+    #: The last interval's per-pod maximum (its ``maxCpu``/``maxMemory`` or the defaulted maxAllowed).
+    last_max: Mapping[str, int]
+
+    @property
+    def first_replicas(self) -> int:
+        return self.buckets[0].replicas
+
+    @property
+    def last_replicas(self) -> int:
+        return self.buckets[-1].replicas
+
+    def at(self, replicas: int) -> Bucket | None:
+        i = replicas - self.first_replicas
+        return self.buckets[i] if 0 <= i < len(self.buckets) else None
+
+    def lookup(self, resource: str, total: int, bias: int) -> int | None:
+        """The replica count whose bucket holds ``total``; ``None`` when no bucket does.
+
+        HVPA v2: the bucket of the current replica count is tried first, so that where overlapping
+        buckets both hold a total the workload stays put; then buckets in ascending order (3.1).
+        """
+        current = self.at(bias)
+        if current is not None and current.accepts(resource, total):
+            return bias
+        for b in self.buckets:
+            if b.accepts(resource, total):
+                return b.replicas
+        return None
+
+
+def build_buckets(
+    intervals: Sequence[ScaleInterval],
+    min_replicas: int,
+    min_allowed: Mapping[str, int],
+    max_allowed: Mapping[str, int],
+    overlap: Mapping[str, Change],
+    *,
+    who: str = "the container",
+) -> Buckets:
+    """Cut ``scaleIntervals`` into per-replica buckets (HVPA v2 ``getLinearBuckets``, reference 3.1).
+
+    Each interval's per-pod range is split linearly over its replica counts.  The next replica
+    count starts where the previous one's *total* ended (``prevMax x r / (r + 1)``), so totals are
+    contiguous, and is then lowered by ``scalingIntervalsOverlap``: that overlap is what lets a
+    shrinking workload stay in its current bucket (hysteresis) instead of flapping at a boundary.
+    Raises :class:`InvalidPolicy` naming the interval field that makes the buckets impossible.
+    """
+    replicas = min_replicas
+    mins = {r: min_allowed.get(r, 0) for r in RESOURCES}
+    out: list[Bucket] = []
+    last_max: dict[str, int] = {}
+    for j, iv in enumerate(intervals):
+        where = f"spec.scaleIntervals[{j}]"
+        maxes: dict[str, int] = {}
+        for res in RESOURCES:
+            value = iv.max_per_pod.get(res)
+            if value is None:
+                # HVPA v2: maxCpu/maxMemory default to the container's VPA maxAllowed (reference 1.2).
+                value = max_allowed.get(res)
+            if value is None:
+                raise InvalidPolicy(
+                    f"{where}.{_FIELD[res]}", f"required: {who} has no VPA maxAllowed.{res} to default to"
+                )
+            if value < mins[res]:
+                raise InvalidPolicy(
+                    f"{where}.{_FIELD[res]}",
+                    f"{format_quantity(res, value)} is below {format_quantity(res, mins[res])}, the per-pod "
+                    f"minimum of {who} where this interval starts ({replicas} replicas)",
+                )
+            maxes[res] = value
+        n = iv.max_replicas - replicas + 1  # validated >= 1 by the parser
+        start = dict(mins)
+        # HVPA v2: step = (max - min at interval start) / n, truncating (reference 3.1).
+        step = {res: (maxes[res] - start[res]) // n for res in RESOURCES}
+        for i in range(1, n + 1):
+            local_max = {res: start[res] + i * step[res] for res in RESOURCES}
+            out.append(Bucket(replicas, dict(mins), local_max))
+            prev, replicas = replicas, replicas + 1
+            # HVPA v2: next min = prevMax x prevReplicas / (prevReplicas + 1), totals contiguous (3.1).
+            mins = {res: local_max[res] * prev // replicas for res in RESOURCES}
+            for res, change in overlap.items():
+                if res not in mins:
+                    continue  # HVPA v2 logs and ignores other resource names
+                by_pct = mins[res] * change.percentage // 100 if change.percentage is not None else 0
+                by_value = change.value or 0
+                # HVPA v2: overlap = max(min x pct / 100, value) (reference 3.1); tandem: not below 0.
+                mins[res] = max(0, mins[res] - max(by_pct, by_value))
+        last_max = maxes
+    return Buckets(tuple(out), last_max)
+
+
+# --- the parsed policy ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HvpaV2Spec:
+    name: str
+    workload: WorkloadRef
+    #: Replica bounds of the policy: HPA minReplicas .. the last scale interval's maxReplicas.
+    min_replicas: int
+    max_replicas: int
+    hpa_max_replicas: int | None
+    hpa_enabled: bool
+    vpa_enabled: bool
+    up: ScaleType
+    down: ScaleType
+    intervals: tuple[ScaleInterval, ...]
+    overlap: Mapping[str, Change]
+    base: Mapping[str, Change]
+    limits_gap: Mapping[str, Change]
+    window: Window | None
+    containers: tuple[ContainerPolicy, ...]
+    #: Buckets per container policy name (``"*"`` included); absent for policies in mode Off.
+    buckets: Mapping[str, Buckets] = field(default_factory=dict)
+    #: Buckets for containers without any policy (min 0, no maxAllowed), or why there are none.
+    default_buckets: Buckets | None = None
+    default_problem: str = ""
+    #: The HPA template's metrics and behavior, for tandem's own HPA recommender (as line A).
+    hpa_metrics: tuple[Mapping[str, Any], ...] = ()
+    hpa_behavior: Mapping[str, Any] | None = None
+
+    def container_policy(self, name: str) -> ContainerPolicy | None:
+        # VPA: the policy naming the container, else the "*" default (as in line A).
+        for p in self.containers:
+            if p.name == name:
+                return p
+        for p in self.containers:
+            if p.name == "*":
+                return p
+        return None
+
+    def buckets_for(self, name: str) -> tuple[Buckets | None, str]:
+        """The container's buckets, or ``None`` and why it is left alone."""
+        pol = self.container_policy(name)
+        if pol is None:
+            return self.default_buckets, self.default_problem
+        if pol.mode == "Off":
+            return None, f"container policy {pol.name!r} has mode Off"
+        return self.buckets.get(pol.name), ""
+
+
+def _precheck_change_params(obj: Mapping[str, Any], where: str) -> None:
+    """Validate the ``percentage`` leaves with their full path before the shared helpers read them."""
+    for res in RESOURCES:
+        sub = obj.get(res)
+        if isinstance(sub, Mapping):
+            try:
+                int_field(sub, "percentage", None, maximum=10_000)
+            except InvalidPolicy as exc:
+                raise exc.within(f"{where}.{res}") from None
+
+
+def _change_params(manifest: Mapping[str, Any], where: str) -> dict[str, Change]:
+    obj = mapping_field(manifest, where)
+    _precheck_change_params(obj, where)
+    return _scale_params(obj, where)
+
+
+def _scale_type_v2(manifest: Mapping[str, Any], where: str) -> ScaleType:
+    obj = mapping_field(manifest, where)
+    try:
+        min_change = mapping_field(obj, "minChange")
+        duration_field(obj, "stabilizationDuration")
+    except InvalidPolicy as exc:
+        raise exc.within(where) from None
+    _precheck_change_params(min_change, f"{where}.minChange")
+    return _scale_type(manifest, where)
+
+
+def _bool_field(manifest: Mapping[str, Any], path: str) -> bool | None:
+    value = get_path(manifest, path)
+    if value is not None and not isinstance(value, bool):
+        raise InvalidPolicy(path, f"expected true or false, got {value!r}")
+    return value
+
+
+def _intervals(manifest: Mapping[str, Any], min_replicas: int) -> tuple[ScaleInterval, ...]:
+    raw = get_path(manifest, "spec.scaleIntervals")
+    if not isinstance(raw, list) or not raw:
+        raise InvalidPolicy("spec.scaleIntervals", "required: a non-empty list of {maxCpu, maxMemory, maxReplicas}")
+    out = []
+    start = min_replicas
+    for j, item in enumerate(raw):
+        where = f"spec.scaleIntervals[{j}]"
+        if not isinstance(item, Mapping):
+            raise InvalidPolicy(where, "expected an object with maxCpu, maxMemory and maxReplicas")
+        try:
+            max_r = int_field(item, "maxReplicas", None, minimum=1)
+            maxes = {res: quantity_field(item, _FIELD[res]) for res in RESOURCES}
+        except InvalidPolicy as exc:
+            raise exc.within(where) from None
+        if max_r is None:
+            raise InvalidPolicy(f"{where}.maxReplicas", "required integer is missing")
+        if max_r < start:
+            first = "hpa minReplicas" if j == 0 else "the previous interval's maxReplicas + 1"
+            # HVPA v2 would divide by zero (n = maxReplicas - start + 1); validateScaleIntervals is a TODO.
+            raise InvalidPolicy(
+                f"{where}.maxReplicas", f"{max_r} is below {start}, where this interval starts ({first})"
+            )
+        extrapolation = item.get("effectiveIntervalExtrapolation")
+        if extrapolation is not None and extrapolation not in EXTRAPOLATIONS:
+            raise InvalidPolicy(
+                f"{where}.effectiveIntervalExtrapolation",
+                f"{extrapolation!r} is not one of {', '.join(EXTRAPOLATIONS)}",
+            )
+        out.append(ScaleInterval(max_r, maxes))
+        start = max_r + 1
+    return tuple(out)
+
+
+def parse_hvpa_v2(manifest: Mapping[str, Any], workload: WorkloadRef) -> HvpaV2Policy:
+    """Parse an ``autoscaling.gardener.cloud/v1alpha1`` Hvpa (CONTRACT.md section 5).
+
+    Everything that would make the upstream controller error out or divide by zero at reconcile
+    time is rejected here instead, naming the field, so a bad manifest is the user's first error.
+    """
+    mapping_field(manifest, "spec", required=True)
+    meta = mapping_field(manifest, "metadata")
+    name = str(meta.get("name") or workload.name)
+    min_r = int_field(manifest, "spec.hpa.template.spec.minReplicas", 1, minimum=1)
+    assert min_r is not None
+    hpa_max = int_field(manifest, "spec.hpa.template.spec.maxReplicas", None, minimum=1)
+    if hpa_max is not None and hpa_max < min_r:
+        raise InvalidPolicy("spec.hpa.template.spec.maxReplicas", f"{hpa_max} is below minReplicas {min_r}")
+    intervals = _intervals(manifest, min_r)
+    up = _scale_type_v2(manifest, "spec.scaleUp")
+    down = _scale_type_v2(manifest, "spec.scaleDown")
+    window = None
+    mtw = get_path(manifest, "spec.maintenanceTimeWindow")
+    if mtw is not None:
+        if not isinstance(mtw, Mapping):
+            raise InvalidPolicy("spec.maintenanceTimeWindow", "expected an object with begin and end")
+        window = Window.parse(mtw.get("begin"), mtw.get("end"), "spec.maintenanceTimeWindow")
+    for where, st in (("spec.scaleUp", up), ("spec.scaleDown", down)):
+        if st.mode == "MaintenanceWindow" and window is None:
+            # HVPA v2 errors out at reconcile time ("maintenance time window is not provided").
+            raise InvalidPolicy(
+                "spec.maintenanceTimeWindow", f"required when {where}.updatePolicy.updateMode is MaintenanceWindow"
+            )
+    overlap = _change_params(manifest, "spec.scalingIntervalsOverlap")
+    containers = _container_policies(
+        mapping_field(manifest, "spec.vpa.template.spec.resourcePolicy"), "spec.vpa.template.spec.resourcePolicy"
+    )
+    buckets: dict[str, Buckets] = {}
+    for i, pol in enumerate(containers):
+        if pol.mode == "Off":
+            continue  # HVPA v2 builds buckets only for containers whose VPA mode is not Off (3.1)
+        who = f"spec.vpa.template.spec.resourcePolicy.containerPolicies[{i}] ({pol.name!r})"
+        buckets[pol.name] = build_buckets(intervals, min_r, pol.min_allowed, pol.max_allowed, overlap, who=who)
+    default_buckets: Buckets | None = None
+    default_problem = ""
+    try:
+        default_buckets = build_buckets(intervals, min_r, {}, {}, overlap, who="a container without VPA policy")
+    except InvalidPolicy as exc:
+        if not containers:
+            raise  # nothing could ever be scaled: say which interval lacks its maximum
+        default_problem = f"no VPA container policy, and {exc.field}: {exc.reason}"
+    spec = HvpaV2Spec(
+        name=name,
+        workload=workload,
+        min_replicas=min_r,
+        max_replicas=intervals[-1].max_replicas,
+        hpa_max_replicas=hpa_max,
+        hpa_enabled=_bool_field(manifest, "spec.hpa.deploy") is not False,
+        vpa_enabled=_bool_field(manifest, "spec.vpa.deploy") is not False,
+        up=up,
+        down=down,
+        intervals=intervals,
+        overlap=overlap,
+        base=_change_params(manifest, "spec.baseResourcesPerReplica"),
+        limits_gap=_change_params(manifest, "spec.vpa.limitsRequestsGapScaleParams"),
+        window=window,
+        containers=containers,
+        buckets=buckets,
+        default_buckets=default_buckets,
+        default_problem=default_problem,
+        hpa_metrics=_metrics(get_path(manifest, "spec.hpa.template.spec.metrics"), "spec.hpa.template.spec.metrics"),
+        hpa_behavior=mapping_field(manifest, "spec.hpa.template.spec.behavior") or None,
+    )
+    return HvpaV2Policy(spec)
+
+
+# --- the rules --------------------------------------------------------------------------------
+
+
+def _tdiv(a: int, b: int) -> int:
+    """Go's integer division: truncates toward zero (Python's ``//`` floors)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def vpa_conditions_ok(conditions: Sequence[Mapping[str, Any]] | None) -> bool:
+    """HVPA v2 ``vpaStatusConditionsSupported``: any unexpected known condition rejects the VPA.
+
+    Unlike line A this is order-insensitive and demands ``RecommendationProvided``.  tandem's
+    ``vpa`` events carry conditions optionally, so an absent or empty list is accepted.
+    """
+    if not conditions:
+        return True
+    expected = {
+        "ConfigUnsupported": "False",
+        "ConfigDeprecated": "False",
+        "LowConfidence": "False",
+        "RecommendationProvided": "True",
+    }
+    recommended = False
+    for c in conditions:
+        kind, status = c.get("type"), str(c.get("status", "True"))
+        if kind in expected and expected[kind] != status:
+            return False
+        if kind == "RecommendationProvided":
+            recommended = True
+    return recommended
+
+
+def _within(last: float | None, duration: float, now: float) -> bool:
+    # HVPA: blocked iff now - lastScaleTime < duration; unset means "infinitely long ago" (2.9).
+    return last is not None and now - last < duration
+
+
+@dataclass(slots=True)
+class _Container:
+    """One recommended container through estimate and finalise (per-pod and total, milli-units)."""
+
+    name: str
+    buckets: Buckets
+    policy: ContainerPolicy | None
+    req: dict[str, int]
+    lim: dict[str, int]
+    target: dict[str, int]
+    cur_total: dict[str, int]
+    new_total: dict[str, int]
+    no_change: bool = False
+    up: bool = False
+    by: dict[str, int] = field(default_factory=dict)
+    estimate: int | None = None
+    blocked: str | None = None
+    requests: dict[str, int] | None = None  # finalised per-pod requests, None = unchanged
+    limits: dict[str, int] = field(default_factory=dict)
+
+
+class HvpaV2Policy:
+    """Gardener HVPA line B ("scale intervals", hvpa-v2): replicas and requests from total resources."""
+
+    kind = "Hvpa"
+
+    def __init__(self, spec: HvpaV2Spec) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.workload = spec.workload
+
+    @property
+    def min_replicas(self) -> int:
+        return self.spec.min_replicas
+
+    @property
+    def max_replicas(self) -> int:
+        return self.spec.max_replicas
+
+    def decide(self, view: View, memory: dict[str, Any]) -> Outcome:
+        s = self.spec
+        now = view.tick
+        out = Outcome()
+        current = view.spec.replicas
+        last_scale: float | None = memory.get("last_scale_time")
+        # HVPA 2.10: an OOM kill after the last scaling overrides scale-up stabilization (and minChange).
+        override = any(last_scale is None or ts > last_scale for ts in view.oom.values())
+        hpa = view.hpa if s.hpa_enabled else None
+        # HVPA v2: desiredReplicas is 0 without HPA status, so max() of totals ignores it (3.2).
+        desired = hpa.desired_replicas if hpa is not None else 0
+        vpa = view.vpa if s.vpa_enabled else None
+        out.inputs = {"replicas": current, "hpa_desired_replicas": desired}
+        if vpa is not None:
+            out.inputs["vpa_target"] = {
+                c: {r: q.text for r, q in rec.target.items()} for c, rec in sorted(vpa.containers.items())
+            }
+        if vpa is None:
+            out.reasons.append("hvpa-v2: no VPA recommendation, nothing to scale")
+            return out
+        if current == 0 or view.workload.kind == "DaemonSet":
+            # HVPA v2: current == 0 skips scaling; a misspelled kind check skips DaemonSets (3.5).
+            out.reasons.append(f"hvpa-v2: {view.workload.kind} with {current} replicas is never scaled by line B")
+            return out
+        if not vpa_conditions_ok(vpa.conditions):
+            out.reasons.append("hvpa-v2: VPA recommendation not usable (conditions), no scaling")
+            return out
+        processed = _fingerprint(hpa.desired_replicas if hpa is not None else None, vpa)
+        if override:
+            out.reasons.append(
+                "hvpa-v2: OOM kill since the last scaling overrides scale-up stabilization and minChange"
+            )
+        elif memory.get("last_processed") == processed:
+            # HVPA v2: inputs equal lastProcessedRecommendations => re-apply lastScaling (3.5).
+            self._reapply(view, out, memory)
+            return out
+
+        plans = self._estimate(view, out, current, desired, last_scale, override)
+        final = max((p.estimate for p in plans if p.blocked is None and p.estimate is not None), default=0)
+        if final == 0:
+            final = current  # HVPA v2: every container blocked or unchanged => current replicas
+        bounded = min(max(final, s.min_replicas), s.max_replicas)
+        if bounded != final:
+            out.reasons.append(
+                f"hvpa-v2: replicas {final} clamped to the policy bounds {s.min_replicas}..{s.max_replicas}"
+            )
+            final = bounded
+        self._finalise(view, out, plans, current, final)
+
+        changed = final != current or bool(out.requests) or bool(out.limits)
+        if final != current:
+            out.replicas = final
+            out.reasons.append(f"hvpa-v2: replicas {current} -> {final}")
+        if changed:
+            memory["last_scale_time"] = now
+            memory["last_processed"] = processed
+            memory["last_scaling"] = {
+                "replicas": out.replicas,
+                "requests": {c: dict(v) for c, v in out.requests.items()},
+                "limits": {c: dict(v) for c, v in out.limits.items()},
+            }
+        return out
+
+    # HVPA v2 estimateScalingParameters (reference 3.2)
+    def _estimate(
+        self, view: View, out: Outcome, current: int, desired: int, last_scale: float | None, override: bool
+    ) -> list[_Container]:
+        s = self.spec
+        now = view.tick
+        vpa = view.vpa
+        assert vpa is not None
+        plans: list[_Container] = []
+        for cname in sorted(vpa.containers):
+            if cname not in view.spec.containers:
+                continue  # in the recommendation but not in the pod: ignored
+            buckets, problem = s.buckets_for(cname)
+            if buckets is None:
+                out.reasons.append(f"hvpa-v2: {cname}: left alone ({problem})")
+                continue
+            res_spec = view.spec.containers[cname]
+            rec = vpa.containers[cname]
+            req = {r: res_spec.requests[r].milli if r in res_spec.requests else 0 for r in RESOURCES}
+            lim = {r: res_spec.limits[r].milli if r in res_spec.limits else 0 for r in RESOURCES}
+            # tandem: a resource the VPA does not recommend keeps its request (no opinion).
+            target = {r: rec.target[r].milli if r in rec.target else req[r] for r in RESOURCES}
+            cur_total = {r: req[r] * current for r in RESOURCES}
+            # HVPA v2: newTotal = max(vpaTarget x current, request x hpaDesired) (3.2).
+            new_total = {r: max(target[r] * current, req[r] * desired) for r in RESOURCES}
+            p = _Container(cname, buckets, s.container_policy(cname), req, lim, target, cur_total, new_total)
+            plans.append(p)
+            if new_total == cur_total:
+                p.no_change = True
+                continue
+            # HVPA v2: down only if both totals shrink or stay, otherwise up - erring on stability (3.2).
+            p.up = any(new_total[r] > cur_total[r] for r in RESOURCES)
+            p.by = self._replicas_by_resource(p, current)
+            totals = ", ".join(
+                f"{r} {format_quantity(r, cur_total[r])} -> {format_quantity(r, new_total[r])} ({p.by[r]} replicas)"
+                for r in RESOURCES
+            )
+            out.reasons.append(f"hvpa-v2: {cname}: totals {totals}, scale {'up' if p.up else 'down'}")
+            p.blocked = self._block_reason(p, now, last_scale, override)
+            if p.blocked is not None:
+                p.estimate = max(p.by.values())
+                continue
+            max_r = max(p.by.values())
+            if max_r == current:
+                # HVPA v2: both resources fit the current bucket => keep the replicas (3.2)
+                p.estimate = current
+                continue
+            if not p.up and current in p.by.values():
+                # HVPA v2: scaling down and one resource still fits the current bucket => keep (hysteresis)
+                p.estimate = current
+                out.reasons.append(f"hvpa-v2: {cname}: scale-down hysteresis keeps {current} replicas")
+                continue
+            p.estimate = max_r
+            if not p.up and max_r < current:
+                # HVPA v2: fewer replicas that would each be larger on an overall scale-down is paradoxical
+                per_pod = {r: _tdiv(new_total[r], max_r) for r in RESOURCES}
+                if all(req[r] != 0 and req[r] < per_pod[r] for r in RESOURCES):
+                    p.blocked = "ParadoxicalScaling"
+                    out.reasons.append(
+                        f"hvpa-v2: {cname}: scale in to {max_r} replicas would grow every pod: paradoxical, blocked"
+                    )
+        return plans
+
+    def _replicas_by_resource(self, p: _Container, current: int) -> dict[str, int]:
+        by: dict[str, int] = {}
+        for r in RESOURCES:
+            found = p.buckets.lookup(r, p.new_total[r], current)
+            if found is None:
+                # HVPA v2: out of range and the per-pod target above the last interval's max =>
+                # the last interval's maxReplicas; otherwise this resource has no opinion (0).
+                found = p.buckets.last_replicas if p.target[r] > p.buckets.last_max[r] else 0
+            by[r] = found
+        if all(v == 0 for v in by.values()):
+            # tandem: upstream divides by zero here; take the nearest end of the buckets instead.
+            first = p.buckets.buckets[0]
+            below = all(p.new_total[r] < first.replicas * first.min[r] for r in RESOURCES)
+            fallback = p.buckets.first_replicas if below else p.buckets.last_replicas
+            by = dict.fromkeys(RESOURCES, fallback)
+        return by
+
+    def _block_reason(self, p: _Container, now: float, last_scale: float | None, override: bool) -> str | None:
+        s = self.spec
+        st = s.up if p.up else s.down
+        if st.mode == "Off":
+            return "UpdatePolicy"
+        # HVPA v2: the override skips scale-up stabilization only (3.2).
+        if (not p.up or not override) and _within(last_scale, st.stabilization, now):
+            return "StabilizationWindow"
+        if st.mode == "MaintenanceWindow" and (s.window is None or not s.window.contains(now)):
+            return "MaintenanceWindow"
+        if p.up and override:
+            return None  # HVPA v2: minChange is skipped for scale-up under the override
+        within = True
+        for r in RESOURCES:
+            # HVPA v2: thresholds relative to the current *total*; blocked only if both deltas are below.
+            threshold = min_change_threshold(st.min_change.get(r), p.cur_total[r], r)
+            delta = p.new_total[r] - p.cur_total[r] if p.up else p.cur_total[r] - p.new_total[r]
+            within = within and delta < threshold
+        return "MinChange" if within else None
+
+    # HVPA v2 finaliseScalingParameters (reference 3.3, 3.4)
+    def _finalise(self, view: View, out: Outcome, plans: list[_Container], current: int, final: int) -> None:
+        for p in plans:
+            if p.blocked is None:
+                self._per_pod(p, out, current, final)
+        changed = final != current or any(p.requests is not None and p.requests != p.req for p in plans)
+        if changed:
+            for p in plans:
+                if p.blocked in WAIVABLE:
+                    # HVPA v2: when other containers change anyway, MinChange and stabilization of the
+                    # rest are waived so that the pod is rewritten once, consistently (3.3).
+                    out.reasons.append(f"hvpa-v2: {p.name}: {p.blocked} waived because the pod changes anyway")
+                    p.blocked = None
+                    self._per_pod(p, out, current, final)
+        blocked: list[tuple[int, int, str, str, str | int]] = []
+        replicas_wanted: dict[str, int] = {}
+        for p in plans:
+            if p.blocked is None:
+                continue
+            order = BLOCK_ORDER.index(p.blocked)
+            if p.estimate is not None and p.estimate not in (current, final):
+                replicas_wanted[p.blocked] = max(replicas_wanted.get(p.blocked, 0), p.estimate)
+            wanted, _ = self._targets(p, current, final)
+            for r in RESOURCES:
+                if wanted[r] != p.req[r]:
+                    blocked.append((order, 1, f"{p.name}/{r}", p.blocked, format_quantity(r, wanted[r])))
+        for reason, r_wanted in replicas_wanted.items():
+            blocked.append((BLOCK_ORDER.index(reason), 0, "replicas", reason, r_wanted))
+        for _, _, target, reason, value in sorted(blocked, key=lambda b: (b[0], b[1], b[2])):
+            out.block(target, reason, value)
+        if blocked:
+            reasons = sorted({b[3] for b in blocked}, key=BLOCK_ORDER.index)
+            out.reasons.append(f"hvpa-v2: blocked by {', '.join(reasons)}")
+
+    def _targets(self, p: _Container, current: int, final: int) -> tuple[dict[str, int], bool]:
+        """Per-pod requests at ``final`` replicas, and whether they are a refused (paradoxical) shrink."""
+        s = self.spec
+        min_allowed = p.policy.min_allowed if p.policy is not None else {}
+        max_allowed = p.policy.max_allowed if p.policy is not None else {}
+        # HVPA v2: per-pod = newTotal / final, floored at minAllowed (3.3).
+        per_pod = {r: max(_tdiv(p.new_total[r], final), min_allowed.get(r, 0)) for r in RESOURCES}
+        if final != current:
+            for r, change in s.base.items():
+                if r not in per_pod:
+                    continue  # HVPA v2 logs and ignores other resource names
+                # HVPA v2 adjustForBaseUsage: replace the current base share by the new one (3.4).
+                pct = change.percentage
+                value = change.value or 0
+                base_cur = max(p.req[r] * pct // 100 if pct is not None else 0, value) * current
+                if p.req[r] * current <= base_cur:
+                    continue  # first scaling with a tiny request: nothing to redistribute
+                base_new = max(per_pod[r] * pct // 100 if pct is not None else 0, value) * final
+                per_pod[r] = max(0, _tdiv(per_pod[r] * final - base_cur + base_new, final))
+        paradox = False
+        overall_up = all(p.new_total[r] >= p.cur_total[r] for r in RESOURCES)
+        if overall_up and final > current:
+            if all(p.req[r] > per_pod[r] for r in RESOURCES):
+                # HVPA v2: more replicas that would each be smaller on an overall scale-up: keep the pods.
+                paradox = True
+            else:
+                per_pod = {r: max(p.req[r], per_pod[r]) for r in RESOURCES}
+        # HVPA v2: memory rounded up to whole kB (resource.Kilo scaled value).
+        per_pod["memory"] = _round_kb(per_pod["memory"])
+        for r in RESOURCES:
+            # tandem invariant: requests stay within minAllowed/maxAllowed.
+            lo, hi = min_allowed.get(r, 0), max_allowed.get(r)
+            v = max(per_pod[r], lo)
+            if hi is not None and v > hi:
+                v = hi if r != "memory" else max(lo, hi // 1_000_000 * 1_000_000)
+            per_pod[r] = v
+        return per_pod, paradox
+
+    def _per_pod(self, p: _Container, out: Outcome, current: int, final: int) -> None:
+        per_pod, paradox = self._targets(p, current, final)
+        if paradox:
+            out.reasons.append(
+                f"hvpa-v2: {p.name}: scale out to {final} would shrink every pod: paradoxical, resources kept"
+            )
+            return
+        p.requests = per_pod
+        if per_pod == p.req:
+            return
+        for r in RESOURCES:
+            if per_pod[r] != p.req[r]:
+                out.requests.setdefault(p.name, {})[r] = per_pod[r]
+            if p.lim[r] > 0:
+                # HVPA v2 quirk: requests are overwritten before limits are computed, so the "old"
+                # request is the new one: proportional limits stay, gap limits follow the new request (3.3).
+                new_lim = scaled_limit(r, per_pod[r], p.lim[r], per_pod[r], self.spec.limits_gap.get(r))
+                if new_lim is not None and new_lim != p.lim[r]:
+                    out.limits.setdefault(p.name, {})[r] = new_lim
+        shown = ", ".join(f"{r} {format_quantity(r, per_pod[r])}" for r in RESOURCES)
+        out.reasons.append(f"hvpa-v2: {p.name}: per pod {shown} at {final} replicas")
+
+    def _reapply(self, view: View, out: Outcome, memory: Mapping[str, Any]) -> None:
+        """Drift repair: with no new recommendation, put the last scaling back if the workload lost it."""
+        last = memory.get("last_scaling") or {}
+        current = view.spec.replicas
+        replicas = last.get("replicas")
+        if isinstance(replicas, int) and replicas != current:
+            out.replicas = min(max(replicas, self.spec.min_replicas), self.spec.max_replicas)
+        for section in ("requests", "limits"):
+            target: dict[str, dict[str, int]] = getattr(out, section)
+            for cname, values in (last.get(section) or {}).items():
+                if cname not in view.spec.containers:
+                    continue
+                have = getattr(view.spec.containers[cname], section)
+                for r, v in values.items():
+                    if r not in have or have[r].milli != v:
+                        target.setdefault(cname, {})[r] = v
+        if out.replicas is not None or out.requests or out.limits:
+            out.reasons.append("hvpa-v2: no new recommendation since the last scaling; re-applying it (drift repair)")
+
+
+def _fingerprint(hpa_desired: int | None, vpa: VpaEvent) -> dict[str, Any]:
+    """HVPA v2 ``lastProcessedRecommendations``: the HPA and VPA inputs of the last scaling, JSON-safe."""
+    return {
+        "hpa_desired_replicas": hpa_desired,
+        "vpa_target": {
+            c: {r: q.milli for r, q in sorted(rec.target.items())} for c, rec in sorted(vpa.containers.items())
+        },
+    }
