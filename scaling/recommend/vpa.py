@@ -786,7 +786,10 @@ class ContainerState:
         return self._add_memory_peak(window, float(ts), _amount(float(bytes_)), False, cfg)
 
     def record_oom(self, ts: float, memory_bytes: int, cfg: VpaConfig, *, pod: str = "", max_memory: int = 0) -> bool:
-        """Record an OOM kill at ``ts`` of a container whose memory *request* was ``memory_bytes``.
+        """Record an OOM kill at ``ts``; ``memory_bytes`` is the container's memory request then.
+
+        (Upstream's OOM observer passes the request for OOMKilled container statuses and the
+        reported usage for kubelet eviction events; either goes in ``memory_bytes``.)
 
         Reference 2.5 / VPA: model/container.go RecordOOM.  Dropped if ``ts`` is before the start
         of the pod's open window (WindowEnd - interval).  memoryUsed = max(request, the window's

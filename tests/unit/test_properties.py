@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -179,7 +180,7 @@ def test_replay_output_is_byte_identical_across_input_chunkings(
     with tempfile.TemporaryDirectory() as tmp:
         bounds = sorted({0, len(events), *(min(c, len(events)) for c in cuts)})
         files = []
-        for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
+        for i, (a, b) in enumerate(itertools.pairwise(bounds)):
             p = Path(tmp) / f"chunk-{i}.jsonl"
             p.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events[a:b]))
             files.append(str(p))
