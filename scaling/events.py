@@ -383,8 +383,8 @@ def _decode_workload(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> Wor
         where = f"containers.{cname}"
         if not isinstance(spec, Mapping):
             raise InvalidEvent(where, f"expected an object with requests and limits, got {_show(spec)}")
-        requests = _resources(spec.get("requests") or {}, f"{where}.requests")
-        limits = _resources(spec.get("limits") or {}, f"{where}.limits")
+        requests = _resources(spec.get("requests") if spec.get("requests") is not None else {}, f"{where}.requests")
+        limits = _resources(spec.get("limits") if spec.get("limits") is not None else {}, f"{where}.limits")
         containers[cname] = ContainerResources(requests, limits)
     pods: tuple[PodStatus, ...] | None = None
     raw_pods = _list(obj, "pods")

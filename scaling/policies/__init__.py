@@ -30,7 +30,13 @@ def policy_target(manifest: Mapping[str, Any], default_cluster: str = "default")
     cluster = cluster or default_cluster
     spec = manifest.get("spec") or {}
     ref = None
-    for path in ("targetRef", "scaleTargetRef", "hpaTemplate.scaleTargetRef", "hpaSpec.scaleTargetRef"):
+    for path in (
+        "targetRef",
+        "scaleTargetRef",
+        "targetRefs.scaleTargetRef",  # Tortoise v1beta3
+        "hpaTemplate.scaleTargetRef",
+        "hpaSpec.scaleTargetRef",
+    ):
         candidate = get_path(spec, path)
         if isinstance(candidate, Mapping) and candidate.get("name"):
             ref = candidate
@@ -54,7 +60,24 @@ def parse_policy(manifest: Mapping[str, Any], workload: WorkloadRef) -> Policy:
     if not isinstance(manifest, Mapping):
         raise InvalidPolicy("policy", "expected a manifest object")
     kind = manifest.get("kind")
-    api = str(manifest.get("apiVersion") or "")
+    api = manifest.get("apiVersion")
+    groups = {
+        "Hvpa": ("autoscaling.k8s.io/", "autoscaling.gardener.cloud/"),
+        "Tortoise": ("autoscaling.mercari.com/",),
+        "CustomHpa": ("autoscaling.tandem.dev/",),
+    }
+    if isinstance(kind, str) and kind in groups:
+        if not isinstance(api, str) or not api.startswith(groups[kind]):
+            raise InvalidPolicy("apiVersion", f"{api!r} is not an API version of {kind} ({', '.join(groups[kind])}...)")
+        for part in ("metadata", "spec"):
+            if not isinstance(manifest.get(part), Mapping):
+                raise InvalidPolicy(part, "required object is missing")
+        target = policy_target(manifest, workload.cluster)
+        if (target.namespace, target.kind, target.name) != (workload.namespace, workload.kind, workload.name):
+            raise InvalidPolicy(
+                "spec.targetRef",
+                f"the manifest targets {target.namespace}/{target.kind}/{target.name}, not the event's workload {workload.key}",
+            )
     if kind == "Hvpa":
         if api.startswith("autoscaling.gardener.cloud/"):
             from .hvpa_v2 import parse_hvpa_v2

@@ -630,7 +630,9 @@ class HvpaPolicy:
         horizontal = self._horizontal(
             view, out, current, desired, hpa is not None, weight, last_scale, override, mode_weight=None
         )
-        vertical = self._vertical(view, out, vpa, current, weight, limited, last_scale, override)
+        # Seed modes other than weight-based apply whichever recommendation they pick whole.
+        v_weight = Fraction(1) if s.form == "seed" and s.mode != "WeightBased" else weight
+        vertical = self._vertical(view, out, vpa, current, v_weight, limited, last_scale, override)
         self._apply_mode(view, out, current, desired, horizontal, vertical, vpa)
 
         # HVPA 2.8: isScalingOff inspects HPA scale-up and VPA scale-up only (released quirk).

@@ -536,7 +536,7 @@ class HvpaV2Policy:
             p.up = any(new_total[r] > cur_total[r] for r in RESOURCES)
             p.by = self._replicas_by_resource(p, current)
             totals = ", ".join(
-                f"{r} {format_quantity(r, cur_total[r])} -> {format_quantity(r, new_total[r])} ({p.by[r]} replicas)"
+                f"{r} {format_quantity(r, cur_total[r])} -> {format_quantity(r, new_total[r])} (bucket {p.by[r]})"
                 for r in RESOURCES
             )
             out.reasons.append(f"hvpa-v2: {cname}: totals {totals}, scale {'up' if p.up else 'down'}")

@@ -1,0 +1,403 @@
+"""Event-time order across topics: the timestamp-aligned merge behind the worker (pure; no Faust).
+
+A workload's events arrive on up to five co-partitioned topics (``metrics``, ``workloads``,
+``hpa``, ``vpa``, ``policies``), and Kafka orders nothing across topics.  The core reconciles tick
+``T`` when the first event of the workload with ``ts > T`` is ingested (CONTRACT.md section 6) and
+events of different types at the same ``ts`` commute, so the worker must ingest each workload's
+events in non-decreasing ``ts``, every event with ``ts <= T`` before any with ``ts > T``.
+
+This module does it the way Kafka Streams aligns the partitions of a task by timestamp.  For each
+partition *number* ``p`` a :class:`PartitionClock` tracks, per input topic, the largest ``ts`` read
+from ``(topic, p)`` and where consumption stands against the partition's high watermark.  A message
+read later from ``(topic, p)`` carries a ``ts`` no smaller than what was read before (producers
+write in event-time order: ``tandem publish`` does, collectors do), so no future event of partition
+``p`` can be older than
+
+    bound(p) = min over the input topics of (largest ts read, or +inf when caught up)
+
+and every buffered event with ``ts <= bound(p)`` can be ingested now.  Events wait in a
+per-workload *inbox* (:class:`Slot`), released in ``(ts, type, offset)`` order: ``ts`` first, the
+type only to make ties deterministic (equal-``ts`` events of different types commute), the offset
+for file order within one topic, exactly as ``tandem replay`` orders a file.  A topic-partition
+that has not been read at all and is not known to be caught up holds everything back (bound
+``-inf``): waiting is always safe, guessing is not.
+
+The inbox is part of the persisted slot (state, inbox, and the highest offset taken per topic), so
+events acknowledged to Kafka but not yet released survive a crash, and a message delivered twice
+(at-least-once) is recognised by its offset and taken once.
+
+Liveness: a caught-up topic-partition counts as ``+inf``.  When every input of partition ``p`` is
+caught up and nothing arrived for a while, :meth:`Merger.flush_idle` runs the pending tick of each
+workload of ``p`` (what ``tandem replay`` does when its input ends).  Processing time only decides
+*when* that happens, never *what* a decision says: its content is pure event time.  The price is
+that an event arriving later with ``ts <=`` an already reconciled tick (a late event) is applied to
+the state without a retroactive decision, as the core does for any late event.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import Any
+
+import orjson
+
+from scaling.errors import InvalidEvent
+from scaling.events import Event, WorkloadRef, decode_event
+from scaling.reconcile import flush, ingest
+from scaling.settings import Settings
+from scaling.state import WorkloadState
+
+__all__ = [
+    "INF",
+    "KINDS",
+    "RANK",
+    "Merger",
+    "Output",
+    "PartitionClock",
+    "Rejected",
+    "Slot",
+    "SourceClock",
+    "check_routing",
+    "tombstone",
+]
+
+INF = math.inf
+#: Input event types; a type's rank orders events with the same ``ts`` (any fixed order would do).
+KINDS = ("policy", "workload", "hpa", "vpa", "metric")
+RANK = {kind: i for i, kind in enumerate(KINDS)}
+
+#: An inbox entry: (ts, type rank, offset, raw JSON value, decoded event or None after a reload).
+Entry = tuple[float, int, int, Any, Event | None]
+_entry_order = itemgetter(0, 1, 2)
+_entry_ts = itemgetter(0)
+
+
+# ---------------------------------------------------------------------------------------- clocks
+
+
+@dataclass(slots=True)
+class SourceClock:
+    """What is known of one input topic-partition ``(topic, p)``."""
+
+    #: Largest event time read from it (a watermark: it never goes back).
+    last_ts: float | None = None
+    #: The offset after the last message read from it, None before the first one.
+    next_offset: int | None = None
+    #: Where consumption started after the last assignment (committed offset, or the log start).
+    start_offset: int | None = None
+
+    @property
+    def position(self) -> int | None:
+        return self.next_offset if self.next_offset is not None else self.start_offset
+
+    def caught_up(self, highwater: int | None) -> bool:
+        """Everything up to the high watermark has been read (unknown -> not caught up)."""
+        pos = self.position
+        return highwater is not None and pos is not None and pos >= highwater
+
+
+class PartitionClock:
+    """The watermarks of one partition number across the input topics."""
+
+    __slots__ = ("last_arrival", "sources")
+
+    def __init__(self, now: float, kinds: Iterable[str] = KINDS) -> None:
+        self.sources: dict[str, SourceClock] = {k: SourceClock() for k in kinds}
+        #: Processing time (monotonic) of the last input that may change a decision.
+        self.last_arrival = now
+
+    def observe(self, kind: str, offset: int, ts: float | None, now: float | None = None) -> None:
+        """A message at ``offset`` was read from ``(kind's topic, p)``; ``ts`` None for a rejected one.
+
+        ``now`` (processing time) marks an arrival for the idle detector; pass None for messages
+        that cannot change a decision (rejected input, tandem's own recommendations).
+        """
+        src = self.sources[kind]
+        if src.next_offset is None or offset >= src.next_offset:
+            src.next_offset = offset + 1
+        if ts is not None and (src.last_ts is None or ts > src.last_ts):
+            src.last_ts = ts
+        if now is not None:
+            self.last_arrival = now
+
+    def set_start(self, kind: str, offset: int | None) -> None:
+        self.sources[kind].start_offset = offset
+
+    def bound(self, highwaters: Mapping[str, int | None]) -> float:
+        """No event read from now on in this partition has a ``ts`` below this."""
+        b = INF
+        for kind, src in self.sources.items():
+            if src.caught_up(highwaters.get(kind)):
+                continue
+            if src.last_ts is None:
+                return -INF
+            if src.last_ts < b:
+                b = src.last_ts
+        return b
+
+    def idle(self, now: float, highwaters: Mapping[str, int | None], after: float) -> bool:
+        """Every input is caught up and nothing arrived for ``after`` seconds."""
+        return now - self.last_arrival >= after and self.bound(highwaters) == INF
+
+
+# ---------------------------------------------------------------------------------------- slots
+
+
+@dataclass(slots=True)
+class Slot:
+    """One workload as the worker persists it: core state, unreleased inputs, offsets taken."""
+
+    key: str
+    partition: int
+    state: WorkloadState
+    inbox: list[Entry] = field(default_factory=list)
+    #: Highest offset taken per input type (its topic-partition is the key's partition).
+    seen: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def new(cls, key: str, partition: int) -> Slot:
+        return cls(key, partition, WorkloadState(key))
+
+    def accept(self, kind: str, offset: int) -> bool:
+        """Take ``offset`` of ``kind``'s topic once: False when it was taken before (a redelivery)."""
+        last = self.seen.get(kind)
+        if last is not None and offset <= last:
+            return False
+        self.seen[kind] = offset
+        return True
+
+    def ready(self, bound: float) -> list[Entry]:
+        """Remove and return, in release order, the inbox entries with ``ts <= bound``."""
+        inbox = self.inbox
+        if not inbox:
+            return inbox
+        if len(inbox) > 1:
+            inbox.sort(key=_entry_order)
+        if inbox[-1][0] <= bound:
+            self.inbox = []
+            return inbox
+        i = bisect_right(inbox, bound, key=_entry_ts)
+        out = inbox[:i]
+        del inbox[:i]
+        return out
+
+    def to_bytes(self) -> bytes:
+        return orjson.dumps(
+            {
+                "v": 1,
+                "partition": self.partition,
+                "state": self.state.to_dict(),
+                "inbox": [[e[0], e[1], e[2], e[3]] for e in self.inbox],
+                "seen": self.seen,
+            }
+        )
+
+    @classmethod
+    def from_bytes(cls, data: bytes | str) -> Slot:
+        d = orjson.loads(data)
+        if d.get("v") != 1:
+            raise ValueError(f"unknown slot version {d.get('v')!r}")
+        state = WorkloadState.from_dict(d["state"])
+        inbox: list[Entry] = [(float(e[0]), int(e[1]), int(e[2]), e[3], None) for e in d.get("inbox") or ()]
+        return cls(state.key, int(d["partition"]), state, inbox, {k: int(v) for k, v in (d.get("seen") or {}).items()})
+
+
+# ---------------------------------------------------------------------------------------- routing
+
+
+def check_routing(kind: str, key: bytes | None, event: Event) -> None:
+    """An input must sit on its type's topic, keyed by its workload (CONTRACT.md sections 1-2)."""
+    if event.type != kind:
+        raise InvalidEvent("type", f"a {event.type!r} event on the topic of {kind!r} events")
+    expected = event.workload.key
+    if key is None:
+        raise InvalidEvent("key", f"the message has no key; expected the workload key {expected!r}")
+    if key != expected.encode():
+        shown = key.decode("utf-8", "backslashreplace")
+        raise InvalidEvent("key", f"message key {shown!r} is not the event's workload key {expected!r}")
+
+
+def tombstone(key: bytes | None, ts: float) -> dict[str, Any]:
+    """The ``policy`` event of a ``null`` message on the compacted policies topic (a deletion)."""
+    if key is None:
+        raise InvalidEvent("key", "a null policy message needs the workload key")
+    try:
+        ref = WorkloadRef.from_key(key.decode())
+    except UnicodeDecodeError:
+        raise InvalidEvent("key", "the key is not UTF-8") from None
+    return {"type": "policy", "ts": ts, "workload": ref.as_dict(), "policy": None}
+
+
+# ---------------------------------------------------------------------------------------- merger
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """An input the core refused when it was released (e.g. a policy that cannot run)."""
+
+    kind: str
+    partition: int
+    offset: int
+    key: str
+    raw: Any
+    error: str
+
+
+@dataclass(slots=True)
+class Output:
+    """What a release or a flush produced: (workload key, emitted kind, event) and rejections."""
+
+    emitted: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    rejected: list[Rejected] = field(default_factory=list)
+
+    def extend(self, other: Output) -> None:
+        self.emitted.extend(other.emitted)
+        self.rejected.extend(other.rejected)
+
+    def __bool__(self) -> bool:
+        return bool(self.emitted or self.rejected)
+
+
+class Merger:
+    """The slots and clocks of the partitions one worker owns, and the release/flush rules.
+
+    Drivers call :meth:`offer` for every accepted message (and :meth:`observe` for the others),
+    then :meth:`release` for each partition they touched, and :meth:`flush_idle` from a timer; they
+    persist the slots named in :attr:`dirty` (then clear it) and publish what was returned.
+    """
+
+    def __init__(self, settings: Settings, kinds: Iterable[str] = KINDS) -> None:
+        self.settings = settings
+        self.kinds = tuple(kinds)
+        self.slots: dict[str, Slot] = {}
+        self.clocks: dict[int, PartitionClock] = {}
+        self.dirty: set[str] = set()
+        self._waiting: dict[int, set[str]] = defaultdict(set)  # keys with a non-empty inbox
+        self._pending: dict[int, set[str]] = defaultdict(set)  # keys with a pending tick
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Forget everything (after a rebalance; the slots are reloaded from the table)."""
+        self.slots.clear()
+        self.clocks.clear()
+        self.dirty.clear()
+        self._waiting.clear()
+        self._pending.clear()
+
+    def clock(self, partition: int, now: float) -> PartitionClock:
+        c = self.clocks.get(partition)
+        if c is None:
+            c = self.clocks[partition] = PartitionClock(now, self.kinds)
+        return c
+
+    def load(self, slot: Slot) -> None:
+        """Adopt a slot recovered from the table."""
+        self.slots[slot.key] = slot
+        if slot.inbox:
+            self._waiting[slot.partition].add(slot.key)
+        if slot.state.pending_tick is not None:
+            self._pending[slot.partition].add(slot.key)
+
+    def partition_keys(self, partition: int) -> Iterator[str]:
+        return (k for k, s in self.slots.items() if s.partition == partition)
+
+    # --- input ------------------------------------------------------------------------------
+
+    def observe(self, partition: int, kind: str, offset: int, ts: float | None, now: float) -> None:
+        """A message that is not offered (rejected, or tandem's own recommendation): offsets only."""
+        self.clock(partition, now).observe(kind, offset, ts)
+
+    def offer(self, partition: int, kind: str, offset: int, raw: Any, event: Event, now: float) -> bool:
+        """Buffer a validated input; False for a redelivered one (already taken)."""
+        self.clock(partition, now).observe(kind, offset, event.ts, now)
+        key = event.workload.key
+        slot = self.slots.get(key)
+        if slot is None:
+            slot = self.slots[key] = Slot.new(key, partition)
+        elif slot.partition != partition:
+            raise InvalidEvent(
+                "key",
+                f"workload {key!r} lives on partition {slot.partition} but arrived on partition {partition}: "
+                "every producer must partition by the workload key with Kafka's default partitioner",
+            )
+        if not slot.accept(kind, offset):
+            return False
+        slot.inbox.append((event.ts, RANK[kind], offset, raw, event))
+        self._waiting[partition].add(key)
+        self.dirty.add(key)
+        return True
+
+    # --- output -----------------------------------------------------------------------------
+
+    def release(self, partition: int, highwaters: Mapping[str, int | None]) -> Output:
+        """Ingest, per workload in order, the buffered events of ``partition`` below its bound."""
+        out = Output()
+        waiting = self._waiting.get(partition)
+        if not waiting:
+            return out
+        clock = self.clocks.get(partition)
+        if clock is None:
+            return out
+        bound = clock.bound(highwaters)
+        if bound == -INF:
+            return out
+        settings = self.settings
+        pending = self._pending[partition]
+        emitted = out.emitted
+        drained = []
+        for key in sorted(waiting):
+            slot = self.slots[key]
+            entries = slot.ready(bound)
+            if not entries:
+                continue
+            self.dirty.add(key)
+            state = slot.state
+            for ts, rank, offset, raw, event in entries:
+                try:
+                    if event is None:
+                        event = decode_event(raw)
+                    produced = ingest(state, event, raw, settings)
+                except InvalidEvent as exc:
+                    out.rejected.append(Rejected(KINDS[rank], partition, offset, key, raw, str(exc)))
+                    continue
+                except Exception as exc:  # a bug must not stop the worker (ARCHITECTURE invariant 5)
+                    out.rejected.append(
+                        Rejected(KINDS[rank], partition, offset, key, raw, f"internal error: {type(exc).__name__}: {exc}")
+                    )
+                    continue
+                for kind, ev in produced:
+                    emitted.append((key, kind, ev))
+            if state.pending_tick is not None:
+                pending.add(key)
+            else:
+                pending.discard(key)
+            if not slot.inbox:
+                drained.append(key)
+        waiting.difference_update(drained)
+        return out
+
+    def flush_idle(self, partition: int, highwaters: Mapping[str, int | None], now: float, after: float) -> Output:
+        """Run the pending ticks of ``partition`` once it is caught up and idle (see the module doc)."""
+        clock = self.clocks.get(partition)
+        if clock is None or not clock.idle(now, highwaters, after):
+            return Output()
+        out = self.release(partition, highwaters)
+        pending = self._pending.get(partition)
+        if not pending:
+            return out
+        for key in sorted(pending):
+            slot = self.slots[key]
+            for kind, ev in flush(slot.state, self.settings):
+                out.emitted.append((key, kind, ev))
+            self.dirty.add(key)
+        pending.clear()
+        return out
+
+    def has_pending(self, partition: int) -> bool:
+        return bool(self._pending.get(partition) or self._waiting.get(partition))

@@ -1,0 +1,247 @@
+"""tandem's Kafka topics (CONTRACT.md section 2) and ``tandem topics create|list``.
+
+Every topic has the same partition count and is keyed by the workload key, so one worker owns all
+of a workload's inputs, its table entry and its outputs (section 1).  Faust refuses a table whose
+changelog has a different partition count than its source topics, and a topic that Kafka
+auto-creates on first use gets the broker's ``num.partitions``, so ``tandem worker`` creates the
+missing topics with :func:`ensure_topics` *before* its agents start, and refuses to run over
+existing input topics with another partition count.
+
+``workloads`` and ``policies`` are compacted (the latest value per workload is the truth; a
+``null`` policy deletes); the others are deleted by time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .settings import KafkaSettings, add_kafka_options, kafka_settings
+
+__all__ = [
+    "COMPACTED",
+    "INPUT_TOPICS",
+    "OUTPUT_TOPICS",
+    "RETENTION_MS",
+    "TOPIC_OF_TYPE",
+    "TopicMismatch",
+    "TopicSpec",
+    "ensure_topics",
+    "list_topics",
+    "main",
+    "topic_name",
+    "topic_specs",
+]
+
+_DAY_MS = 24 * 3600 * 1000
+
+#: Input topics (suffixes), in the order of the event types of CONTRACT.md section 3.
+INPUT_TOPICS = ("metrics", "workloads", "hpa", "vpa", "policies")
+#: Output topics (suffixes).
+OUTPUT_TOPICS = ("actuator", "audit", "deadletter")
+#: Event type -> input topic suffix.
+TOPIC_OF_TYPE = {"metric": "metrics", "workload": "workloads", "hpa": "hpa", "vpa": "vpa", "policy": "policies"}
+#: Compacted topics: the latest value per key is what counts.
+COMPACTED = frozenset({"workloads", "policies"})
+#: Time retention of the other topics.
+RETENTION_MS = {
+    "metrics": 7 * _DAY_MS,
+    "hpa": 7 * _DAY_MS,
+    "vpa": 7 * _DAY_MS,
+    "actuator": 7 * _DAY_MS,
+    "audit": 90 * _DAY_MS,
+    "deadletter": 14 * _DAY_MS,
+}
+
+
+def topic_name(prefix: str, suffix: str) -> str:
+    return f"{prefix}{suffix}"
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    suffix: str
+    name: str
+    configs: dict[str, str]
+
+    @property
+    def cleanup_policy(self) -> str:
+        return self.configs["cleanup.policy"]
+
+
+def topic_specs(prefix: str) -> list[TopicSpec]:
+    specs = []
+    for suffix in (*INPUT_TOPICS, *OUTPUT_TOPICS):
+        if suffix in COMPACTED:
+            configs = {"cleanup.policy": "compact"}
+        else:
+            configs = {"cleanup.policy": "delete", "retention.ms": str(RETENTION_MS[suffix])}
+        specs.append(TopicSpec(suffix, topic_name(prefix, suffix), configs))
+    return specs
+
+
+class TopicMismatch(RuntimeError):
+    """An existing topic does not have the partition count every tandem topic must share."""
+
+
+@dataclass
+class TopicsReport:
+    created: list[str]
+    existing: list[str]
+
+
+async def ensure_topics(settings: KafkaSettings, *, timeout: float = 30.0, strict: bool = True) -> TopicsReport:
+    """Create the missing topics of section 2 and wait until every partition has a leader.
+
+    An existing topic with another partition count raises :class:`TopicMismatch` when ``strict``
+    (the worker cannot run over it); its configuration is otherwise left alone.
+    """
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+    from aiokafka.errors import TopicAlreadyExistsError, for_code
+
+    specs = topic_specs(settings.prefix)
+    wanted = {s.name: s for s in specs}
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap, request_timeout_ms=int(timeout * 1000))
+    await admin.start()
+    try:
+        # Describe all topics (no names): a metadata request naming a missing topic may auto-create it.
+        described = {t["topic"]: t for t in await admin.describe_topics()}
+        existing = [n for n in wanted if n in described and described[n]["error_code"] == 0]
+        missing = [n for n in wanted if n not in existing]
+        wrong = [
+            f"{n} has {len(described[n]['partitions'])} partitions, expected {settings.partitions}"
+            for n in existing
+            if len(described[n]["partitions"]) != settings.partitions
+        ]
+        if wrong and strict:
+            raise TopicMismatch(
+                "; ".join(wrong) + " (every tandem topic must have the same partition count: "
+                "set --partitions / TANDEM_PARTITIONS to match, or recreate the topics)"
+            )
+        if missing:
+            new = [
+                NewTopic(n, settings.partitions, settings.replication, topic_configs=dict(wanted[n].configs))
+                for n in missing
+            ]
+            response = await admin.create_topics(new, timeout_ms=int(timeout * 1000))
+            for topic_error in response.topic_errors:
+                topic, code = topic_error[0], topic_error[1]
+                if code != 0 and for_code(code) is not TopicAlreadyExistsError:
+                    detail = topic_error[2] if len(topic_error) > 2 else ""
+                    raise for_code(code)(f"creating topic {topic!r}: {detail}")
+            deadline = time.monotonic() + timeout
+            while True:
+                described = {t["topic"]: t for t in await admin.describe_topics()}
+                ready = all(
+                    n in described
+                    and described[n]["error_code"] == 0
+                    and described[n]["partitions"]
+                    and all(p["error_code"] == 0 and p["leader"] >= 0 for p in described[n]["partitions"])
+                    for n in missing
+                )
+                if ready:
+                    break
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"topics {missing} have no leaders after {timeout}s")
+                await asyncio.sleep(0.1)
+        return TopicsReport(created=missing, existing=existing)
+    finally:
+        await admin.close()
+
+
+async def list_topics(settings: KafkaSettings) -> list[dict[str, Any]]:
+    """One row per topic of section 2: name, partitions (None when missing), cleanup policy, retention."""
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    specs = topic_specs(settings.prefix)
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
+    await admin.start()
+    try:
+        described = {t["topic"]: t for t in await admin.describe_topics()}
+        present = [s.name for s in specs if s.name in described and described[s.name]["error_code"] == 0]
+        configs: dict[str, dict[str, str]] = {}
+        if present:
+            responses = await admin.describe_configs(
+                [ConfigResource(ConfigResourceType.TOPIC, name) for name in present]
+            )
+            for response in responses:
+                for resource in response.resources:
+                    configs[resource[3]] = {e[0]: e[1] for e in resource[4]}
+    finally:
+        await admin.close()
+    rows = []
+    for s in specs:
+        cfg = configs.get(s.name, {})
+        rows.append(
+            {
+                "topic": s.name,
+                "partitions": len(described[s.name]["partitions"]) if s.name in present else None,
+                "cleanup.policy": cfg.get("cleanup.policy"),
+                "retention.ms": cfg.get("retention.ms"),
+                "expected": {"partitions": settings.partitions, **s.configs},
+            }
+        )
+    return rows
+
+
+def _retention(ms: str | None) -> str:
+    if ms is None:
+        return "-"
+    n = int(ms)
+    if n < 0:
+        return "forever"
+    if n % _DAY_MS == 0:
+        return f"{n // _DAY_MS}d"
+    return f"{n / 3_600_000:g}h"
+
+
+def main(argv: Sequence[str]) -> int:
+    """``tandem topics create|list [--broker B] [--topic-prefix P] [--partitions N] [--replication R]``."""
+    p = argparse.ArgumentParser(prog="tandem topics", description="manage tandem's Kafka topics")
+    p.add_argument("action", choices=("create", "list"))
+    add_kafka_options(p)
+    args = p.parse_args(list(argv))
+    try:
+        settings = kafka_settings(args)
+    except ValueError as exc:
+        print(f"tandem topics: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.action == "create":
+            report = asyncio.run(ensure_topics(settings, strict=False))
+            for name in report.created:
+                print(f"created {name}")
+            for name in report.existing:
+                print(f"exists  {name}")
+            rows = asyncio.run(list_topics(settings))
+            bad = [r for r in rows if r["partitions"] != settings.partitions]
+            for r in bad:
+                print(
+                    f"tandem topics: {r['topic']} has {r['partitions']} partitions, expected {settings.partitions}",
+                    file=sys.stderr,
+                )
+            return 1 if bad else 0
+        rows = asyncio.run(list_topics(settings))
+        width = max(len(r["topic"]) for r in rows)
+        print(f"{'TOPIC':<{width}}  PARTITIONS  CLEANUP  RETENTION")
+        status = 0
+        for r in rows:
+            if r["partitions"] is None:
+                print(f"{r['topic']:<{width}}  {'missing':>10}")
+                status = 1
+                continue
+            flag = "" if r["partitions"] == settings.partitions else f"  (expected {settings.partitions})"
+            print(
+                f"{r['topic']:<{width}}  {r['partitions']:>10}  {r['cleanup.policy'] or '-':<7}  "
+                f"{_retention(r['retention.ms']) if r['cleanup.policy'] != 'compact' else '-'}{flag}"
+            )
+        return status
+    except Exception as exc:  # a broker that cannot be reached, a refused creation...
+        print(f"tandem topics: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
