@@ -128,7 +128,7 @@ class ReplicaHistory:
             rows = [row for r, row in enumerate(self.rows) if week - WEEKS < self.weeks[r] <= week]
             if not rows:
                 return False
-            return min(map(max, zip(*rows, strict=True))) != EMPTY
+            return bool(min(map(max, zip(*rows, strict=True))) != EMPTY)
         for slot in range(self.per_day):
             if all(self._cell(ordinal - k, slot) == EMPTY for k in range(WEEKS)):
                 return False
@@ -149,7 +149,10 @@ class ReplicaHistory:
         """Rebuild from :meth:`to_dict`; ``ValueError`` for anything that is not exactly that shape."""
         if not isinstance(d, Mapping):
             raise ValueError("history: expected an object")
-        h = cls(str(d.get("tz")), d.get("width"))  # type: ignore[arg-type]
+        width = d.get("width")
+        if not isinstance(width, int) or isinstance(width, bool):
+            raise ValueError(f"history: slot width {width!r} is not an integer")
+        h = cls(str(d.get("tz")), width)
         weeks, rows = d.get("weeks"), d.get("max")
         if not isinstance(weeks, list) or len(weeks) != WEEKS or not all(_is_int(w) for w in weeks):
             raise ValueError(f"history: expected {WEEKS} week indexes")

@@ -17,6 +17,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from . import own
 from .cloudevents import BLOCKED, DECISION, cloudevent, event_id
 from .errors import InvalidPolicy
 from .events import Event, MetricEvent, PolicyEvent, SeriesSample, WorkloadEvent, WorkloadRef
@@ -54,7 +55,7 @@ def ingest(state: WorkloadState, event: Event, raw: Mapping[str, Any], settings:
     if state.pending_tick is not None and event.ts > state.pending_tick:
         out.extend(_reconcile(state, state.pending_tick, settings))
         state.pending_tick = None
-    _apply(state, event, raw, policy_obj)
+    _apply(state, event, raw, policy_obj, settings)
     tick = tick_of(event.ts, settings.sync_period)
     if state.last_tick is None or tick > state.last_tick:
         state.pending_tick = tick if state.pending_tick is None else max(state.pending_tick, tick)
@@ -70,8 +71,11 @@ def flush(state: WorkloadState, settings: Settings) -> list[Emitted]:
     return _reconcile(state, tick, settings)
 
 
-def _apply(state: WorkloadState, event: Event, raw: Mapping[str, Any], policy_obj: Policy | None) -> None:
+def _apply(
+    state: WorkloadState, event: Event, raw: Mapping[str, Any], policy_obj: Policy | None, settings: Settings
+) -> None:
     if isinstance(event, MetricEvent):
+        own.observe(state, event, settings)
         for s in event.series:
             state.note_series(event.ts, s)
         for c in event.samples:
@@ -117,12 +121,23 @@ def _reconcile(state: WorkloadState, tick: float, settings: Settings) -> list[Em
     if policy is None or spec is None:
         return []
     ref = spec.workload
+    emitted: list[Emitted] = []
+    hpa = state.typed("hpa")
+    if hpa is None:
+        hpa, published = own.own_hpa(state, policy, spec, tick, settings)
+        if published is not None:
+            emitted.append(("hpa", published))
+    vpa = state.typed("vpa")
+    if vpa is None:
+        vpa, published = own.own_vpa(state, policy, spec, tick, settings)
+        if published is not None:
+            emitted.append(("vpa", published))
     view = View(
         tick=tick,
         workload=ref,
         spec=spec,
-        hpa=state.typed("hpa"),
-        vpa=state.typed("vpa"),
+        hpa=hpa,
+        vpa=vpa,
         series={k: (ts, _series_sample(k, v)) for k, (ts, v) in state.series.items()},
         oom=dict(state.oom),
         settings={
@@ -137,7 +152,7 @@ def _reconcile(state: WorkloadState, tick: float, settings: Settings) -> list[Em
     event = _to_cloudevent(ref, tick, policy, outcome, spec)
     if event is None:
         state.last_blocked = None
-        return []
+        return emitted
     if event["type"] == BLOCKED:
         # A blocked change is reported when it starts or changes, not on every tick it persists.
         # Same targets blocked for the same reasons is no news, even if the wanted values moved.
@@ -149,13 +164,13 @@ def _reconcile(state: WorkloadState, tick: float, settings: Settings) -> list[Em
             },
         )
         if fingerprint == state.last_blocked:
-            return []
+            return emitted
         state.last_blocked = fingerprint
-        return [("audit", event)]
+        return [*emitted, ("audit", event)]
     state.last_blocked = None
     if not outcome.dry_run:
         state.assume_applied(tick, outcome.replicas, outcome.requests, outcome.limits)
-    return [("audit", event)]
+    return [*emitted, ("audit", event)]
 
 
 def _series_sample(key: tuple[str, str | None], value: float) -> SeriesSample:

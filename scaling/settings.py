@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidPolicy
+from .recommend.hpa import HpaConfig
+from .recommend.vpa import VpaConfig
 
 __all__ = ["Settings"]
 
@@ -29,6 +31,9 @@ class Settings:
     hpa: Mapping[str, Any] = field(default_factory=dict)
     vpa: Mapping[str, Any] = field(default_factory=dict)
     tortoise: Mapping[str, Any] = field(default_factory=dict)
+    #: The ``hpa:`` and ``vpa:`` sections, validated with upstream names and defaults.
+    hpa_config: HpaConfig = field(default_factory=HpaConfig)
+    vpa_config: VpaConfig = field(default_factory=VpaConfig)
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any] | None, **overrides: Any) -> Settings:
@@ -49,4 +54,14 @@ class Settings:
         cluster = raw.get("cluster", "default")
         if not isinstance(cluster, str) or not cluster or "/" in cluster:
             raise InvalidPolicy("cluster", f"{cluster!r} is not a cluster name")
-        return cls(float(period), cluster, sections["hpa"], sections["vpa"], sections["tortoise"])
+        try:
+            hpa_config = HpaConfig.from_mapping(sections["hpa"])
+        except InvalidPolicy:
+            raise
+        except ValueError as exc:
+            where, _, why = str(exc).partition(": ")
+            raise InvalidPolicy(where, why or where) from None
+        vpa_config = VpaConfig.from_mapping(sections["vpa"])
+        return cls(
+            float(period), cluster, sections["hpa"], sections["vpa"], sections["tortoise"], hpa_config, vpa_config
+        )

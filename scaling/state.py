@@ -126,8 +126,15 @@ class WorkloadState:
             "memory": self.memory,
             "overlay": self.overlay,
             "last_blocked": self.last_blocked,
-            "recommender": self.recommender,
+            "recommender": self._recommender_snapshot(),
         }
+
+    def _recommender_snapshot(self) -> dict[str, Any]:
+        # The VPA histograms live as objects while the worker runs; they serialise on the way out.
+        live = self._typed.get("vpa_live")
+        if live is None:
+            return self.recommender
+        return {**self.recommender, "vpa": {c: s.to_dict() for c, s in sorted(live.items())}}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> WorkloadState:

@@ -76,10 +76,11 @@ def parse_policy(manifest: Mapping[str, Any], workload: WorkloadRef) -> Policy:
         if (target.namespace, target.kind, target.name) != (workload.namespace, workload.kind, workload.name):
             raise InvalidPolicy(
                 "spec.targetRef",
-                f"the manifest targets {target.namespace}/{target.kind}/{target.name}, not the event's workload {workload.key}",
+                f"the manifest targets {target.namespace}/{target.kind}/{target.name}, "
+                f"not the event's workload {workload.key}",
             )
     if kind == "Hvpa":
-        if api.startswith("autoscaling.gardener.cloud/"):
+        if str(api).startswith("autoscaling.gardener.cloud/"):
             from .hvpa_v2 import parse_hvpa_v2
 
             return parse_hvpa_v2(manifest, workload)

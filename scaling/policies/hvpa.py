@@ -582,6 +582,37 @@ class HvpaPolicy:
         self.name = spec.name
         self.workload = spec.workload
 
+    @property
+    def own_hpa(self) -> Any:
+        """The HPA HVPA would deploy: tandem computes its recommendation when no cluster sends one."""
+        from ..own import HpaTemplate
+
+        s = self.spec
+        if not s.hpa_deploy or not s.hpa_metrics:
+            return None
+        return HpaTemplate(s.hpa_metrics, s.hpa_behavior, s.min_replicas, s.max_replicas)
+
+    @property
+    def own_vpa(self) -> Any:
+        """The VPA HVPA would deploy (always ``updateMode: Off``): its container policies."""
+        from ..own import VpaTemplate
+        from ..recommend.vpa import ContainerPolicy as VpaContainerPolicy
+
+        s = self.spec
+        if not s.vpa_deploy:
+            return None
+        policies = {
+            p.name: VpaContainerPolicy(
+                {r: v if r == "cpu" else bytes_of(v) for r, v in p.min_allowed.items() if r in RESOURCES},
+                {r: v if r == "cpu" else bytes_of(v) for r, v in p.max_allowed.items() if r in RESOURCES},
+                "Off" if p.mode == "Off" else "Auto",
+                tuple(r for r in (p.controlled_resources or RESOURCES) if r in RESOURCES),
+                "RequestsOnly" if p.controlled_values == "RequestsOnly" else "RequestsAndLimits",
+            )
+            for p in s.containers
+        }
+        return VpaTemplate(policies)
+
     def decide(self, view: View, memory: dict[str, Any]) -> Outcome:
         s = self.spec
         now = view.tick

@@ -25,7 +25,7 @@ from ..errors import InvalidPolicy
 from ..events import VpaEvent, WorkloadRef
 from ..outcome import Outcome, View
 from ..quantity import format_quantity
-from .base import duration_field, get_path, int_field, mapping_field, quantity_field
+from .base import get_path, int_field, mapping_field, quantity_field
 from .hvpa import (
     Change,
     ContainerPolicy,
@@ -238,15 +238,15 @@ def _change_params(manifest: Mapping[str, Any], where: str) -> dict[str, Change]
     return _scale_params(obj, where)
 
 
-def _scale_type_v2(manifest: Mapping[str, Any], where: str) -> ScaleType:
-    obj = mapping_field(manifest, where)
-    try:
-        min_change = mapping_field(obj, "minChange")
-        duration_field(obj, "stabilizationDuration")
-    except InvalidPolicy as exc:
-        raise exc.within(where) from None
-    _precheck_change_params(min_change, f"{where}.minChange")
-    return _scale_type(manifest, where)
+def _scale_type_v2(manifest: Mapping[str, Any], key: str) -> ScaleType:
+    """Top-level ``spec.scaleUp``/``spec.scaleDown`` (line B moved them out of ``hpa``/``vpa``)."""
+    spec = mapping_field(manifest, "spec")
+    where = f"spec.{key}"
+    obj = mapping_field(spec, key) if isinstance(spec.get(key), Mapping) else {}
+    min_change = obj.get("minChange")
+    if isinstance(min_change, Mapping):
+        _precheck_change_params(min_change, f"{where}.minChange")
+    return _scale_type(spec, key)
 
 
 def _bool_field(manifest: Mapping[str, Any], path: str) -> bool | None:
@@ -305,8 +305,8 @@ def parse_hvpa_v2(manifest: Mapping[str, Any], workload: WorkloadRef) -> HvpaV2P
     if hpa_max is not None and hpa_max < min_r:
         raise InvalidPolicy("spec.hpa.template.spec.maxReplicas", f"{hpa_max} is below minReplicas {min_r}")
     intervals = _intervals(manifest, min_r)
-    up = _scale_type_v2(manifest, "spec.scaleUp")
-    down = _scale_type_v2(manifest, "spec.scaleDown")
+    up = _scale_type_v2(manifest, "scaleUp")
+    down = _scale_type_v2(manifest, "scaleDown")
     window = None
     mtw = get_path(manifest, "spec.maintenanceTimeWindow")
     if mtw is not None:
@@ -481,7 +481,9 @@ class HvpaV2Policy:
         if final == 0:
             final = current  # HVPA v2: every container blocked or unchanged => current replicas
         bounded = min(max(final, s.min_replicas), s.max_replicas)
-        if bounded != final:
+        if final != current and bounded != final:
+            # tandem invariant: a replica change never leaves the policy's bounds (a safety net: the
+            # buckets span exactly these bounds).
             out.reasons.append(
                 f"hvpa-v2: replicas {final} clamped to the policy bounds {s.min_replicas}..{s.max_replicas}"
             )
@@ -545,7 +547,7 @@ class HvpaV2Policy:
                 p.estimate = max(p.by.values())
                 continue
             max_r = max(p.by.values())
-            if max_r == current:
+            if all(r == current for r in p.by.values()):
                 # HVPA v2: both resources fit the current bucket => keep the replicas (3.2)
                 p.estimate = current
                 continue
@@ -553,6 +555,9 @@ class HvpaV2Policy:
                 # HVPA v2: scaling down and one resource still fits the current bucket => keep (hysteresis)
                 p.estimate = current
                 out.reasons.append(f"hvpa-v2: {cname}: scale-down hysteresis keeps {current} replicas")
+                continue
+            if max_r == current:
+                p.estimate = current  # HVPA v2: the larger estimate is today's count (3.2)
                 continue
             p.estimate = max_r
             if not p.up and max_r < current:

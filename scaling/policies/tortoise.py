@@ -463,6 +463,9 @@ class HpaState:
         # Kubernetes defaults spec.minReplicas to 1.
         return cls(ev.min_replicas if ev.min_replicas is not None else 1, ev.max_replicas, targets)
 
+    def copy(self) -> HpaState:
+        return HpaState(self.min_replicas, self.max_replicas, None if self.targets is None else dict(self.targets))
+
     def to_memory(self, tick: float) -> dict[str, Any]:
         return {
             "tick": tick,
@@ -548,7 +551,7 @@ class TortoisePolicy:
         hpa = self._hpa_state(view, memory)
         policies = self._policies(view, hpa)
         has_h = any(t == "Horizontal" for t in policies.values())
-        hpa_math = hpa
+        hpa_math = hpa.copy() if hpa is not None else None
         if hpa_math is None and has_h and spec.hpa_name is None:
             hpa_math = self._initial_hpa(st, policies)
         rphases: dict[str, list[Any]] = memory.setdefault("rp", {})
@@ -563,6 +566,9 @@ class TortoisePolicy:
         self._sync_resource_phases(t)
         broken = self._hpa_broken(view.hpa, memory, now, st)
         self._phase_step(t, has_h, broken)
+        # Step 5: the HPA's metric list follows the policies.
+        if has_h:
+            self._sync_metrics(t)
 
         # Step 6: the monitor VPA must be ready.
         why = self._vpa_unready(view.vpa, policies)
@@ -607,10 +613,13 @@ class TortoisePolicy:
 
         # Step 13: HPA, then requests.
         if has_h:
-            self._sync_metrics(t)
-            working = [p for p, kind in policies.items() if kind == "Horizontal" and rphases[_pair_key(p)][0] == "Working"]
+            working = [
+                p for p, kind in policies.items() if kind == "Horizontal" and rphases[_pair_key(p)][0] == "Working"
+            ]
             if working or frozen:
-                self._apply_hpa(t, trec, working if not frozen else [p for p, k in policies.items() if k == "Horizontal"])
+                self._apply_hpa(
+                    t, trec, working if not frozen else [p for p, k in policies.items() if k == "Horizontal"]
+                )
             else:
                 self._block_gathering(t, has_h)
         if not frozen:
@@ -693,12 +702,13 @@ class TortoisePolicy:
             if self.spec.hpa_name is not None:
                 t.out.reasons.append(f"tortoise: waiting for HPA {self.spec.hpa_name!r} (no hpa event yet)")
             else:
-                assert t.hpa_math is not None and t.hpa_math.targets is not None
                 new = t.hpa_math
+                assert new is not None
+                targets = new.targets or {}
                 t.out.hpa = {
                     "min_replicas": (None, new.min_replicas),
                     "max_replicas": (None, new.max_replicas),
-                    "target_utilization": {_pair_key(p): (None, v) for p, v in sorted(new.targets.items())},
+                    "target_utilization": {_pair_key(p): (None, v) for p, v in sorted(targets.items())},
                 }
                 t.out.reasons.append(f"tortoise: creates HPA tortoise-hpa-{self.spec.name}")
                 t.memory["_new_hpa"] = True
@@ -877,7 +887,8 @@ class TortoisePolicy:
         scaled_up = close = False
         if horizontal:
             pref = memory.get("pref")
-            held = bool(pref) and bool(pref[0]) and float(pref[1]) + PREFERRED_MAX_HOLD > t.now
+            was_true = isinstance(pref, list) and bool(pref[0])
+            held = was_true and isinstance(pref, list) and float(pref[1]) + PREFERRED_MAX_HOLD > t.now
             if (
                 n >= st.preferred_max_replicas
                 and hpa_min is not None
@@ -885,7 +896,7 @@ class TortoisePolicy:
                 and FEATURE_PREFERRED_MAX in st.features
                 and not held
             ):
-                if pref and pref[0]:
+                if was_true:
                     scaled_up = True
                 memory["pref"] = [True, t.now]
             if n < st.preferred_max_replicas:
@@ -974,9 +985,11 @@ class TortoisePolicy:
     # -- application ---------------------------------------------------------------------------
 
     def _block_gathering(self, t: _Tick, has_h: bool) -> None:
-        if has_h:
-            t.out.block("hpa/min_replicas", "GatheringData")
-            t.out.block("hpa/max_replicas", "GatheringData")
+        if not has_h:
+            return
+        for target in ("hpa/min_replicas", "hpa/max_replicas"):
+            if not any(b.target == target and b.reason == "GatheringData" for b in t.out.blocked):
+                t.out.block(target, "GatheringData")
 
     def _sync_metrics(self, t: _Tick) -> None:
         """Every Horizontal pair has a ContainerResource metric, no other pair has one (reference 2.c)."""
@@ -989,7 +1002,7 @@ class TortoisePolicy:
                 changes[_pair_key(p)] = (None, NEW_METRIC_TARGET)
                 hpa.targets[p] = NEW_METRIC_TARGET
         for p in sorted(hpa.targets):
-            if t.policies.get(p) in ("Vertical", "Off") or (p[0] in t.view.spec.containers and p not in t.policies):
+            if t.policies.get(p) != "Horizontal":
                 changes[_pair_key(p)] = (hpa.targets[p], None)
                 del hpa.targets[p]
         if not changes:
@@ -1043,10 +1056,11 @@ class TortoisePolicy:
         applied = False
         for p in pairs:
             key = _pair_key(p)
-            current = hpa.targets.get(p)
+            target_now = hpa.targets.get(p)
             proposed = trec.get(key)
-            if current is None or proposed is None:
+            if target_now is None or proposed is None:
                 continue
+            current = target_now
             if not allowed:
                 if proposed != current:
                     out.block("hpa/target_utilization", "Cooldown", f"{key}={proposed}")
@@ -1054,7 +1068,10 @@ class TortoisePolicy:
             applied = True
             new = current + st.target_max_increase if proposed - current > st.target_max_increase else proposed
             if new != current:
-                before_t = before.targets.get(p) if before is not None and before.targets is not None else None
+                if key in changes:  # added by the metric sync on this tick
+                    before_t = changes[key][0]
+                else:
+                    before_t = before.targets.get(p) if before is not None and before.targets is not None else None
                 changes[key] = (before_t, new)
         if applied and not out.dry_run:
             t.memory["tgt_at"] = t.now
@@ -1166,7 +1183,7 @@ def _current_values(metric: Mapping[str, Any]) -> list[float]:
     kind = metric.get("type")
     if kind == "ContainerResource":
         cur = get_path(metric, "containerResource.current") or {}
-        keys = ("averageUtilization", "averageValue")
+        keys: tuple[str, ...] = ("averageUtilization", "averageValue")
     elif kind == "External":
         cur = get_path(metric, "external.current") or {}
         keys = ("value", "averageValue", "averageUtilization")

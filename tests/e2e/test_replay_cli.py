@@ -158,3 +158,11 @@ def test_every_option_is_also_an_environment_variable(tmp_path: Path, monkeypatc
     events = [workload(T0 + 1, 2), hpa(T0 + 2, 3, True)]
     out, _ = replay(tmp_path, events, [fixture_a(40)])
     assert out[0]["data"]["tick"] == T0 + 60
+
+
+def test_bundled_example_is_what_its_generator_writes(tmp_path: Path) -> None:
+    # The example is recorded in closed loop through the core: when decision rules change, the
+    # generator must be re-run (python examples/generate.py) so the file stays a true recording.
+    out = tmp_path / "stream.jsonl.gz"
+    subprocess.run([sys.executable, str(ROOT / "examples" / "generate.py"), "--out", str(out)], check=True, timeout=300)
+    assert gzip.decompress(out.read_bytes()) == gzip.decompress(EXAMPLE.read_bytes())

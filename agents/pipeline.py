@@ -1,0 +1,394 @@
+"""The worker's agent: Kafka input topics -> decision core -> audit, actuator, hpa/vpa, dead letters.
+
+One agent reads the five input topics (CONTRACT.md section 2) in batches.  Per batch it
+
+1. decodes and validates each message (``schemas.codec``); a bad one goes to ``<prefix>deadletter``
+   as ``{"topic", "partition", "offset", "key", "value", "error"}`` and the worker carries on;
+2. buffers the good ones in their workload's inbox and releases, in event-time order, what the
+   timestamp-aligned merge of :mod:`agents.ordering` allows, through ``scaling.reconcile.ingest``;
+3. publishes what the core emitted (audit CloudEvents to ``audit``, decisions that are not dry runs
+   also to ``actuator``, tandem's own recommendations to ``hpa``/``vpa``), keyed by workload, and
+   **waits for the broker's acknowledgement**;
+4. only then writes each touched workload's slot (state, inbox, offsets taken) to the ``state``
+   table, whose changelog Faust flushes before it commits the batch's offsets.
+
+So a crash anywhere repeats work but loses nothing (at-least-once): outputs are published before the
+state that records them, and the state before the offsets.  Repeated decisions carry the same id
+(a content hash), so consumers dedupe by id; repeated inputs are recognised by their offsets.  Faust's
+exactly-once mode is deliberately not used (see docs/worker.md).
+
+A timer releases what became releasable without new input (a partition caught up) and runs the
+*idle flush*: when every input topic-partition of a partition is caught up and nothing arrived for
+``idle_flush`` seconds of processing time, each of its workloads with a pending tick is reconciled
+(``scaling.reconcile.flush``), as ``tandem replay`` does at the end of its input.  Processing time
+only decides when this happens; what a decision says is pure event time.  An event that arrives
+later with ``ts <=`` an already reconciled tick is a late event: applied to the state, without a
+retroactive decision.
+
+Workload slots live in a process-local cache (the :class:`~agents.ordering.Merger`), loaded from the
+table after every rebalance once Faust has recovered it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import os
+import time
+import weakref
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import orjson
+from faust.streams import _current_event  # the context Faust's tables read their partition from
+from faust.types import TP
+
+from scaling.cloudevents import DECISION
+from scaling.errors import InvalidEvent
+from scaling.events import decode_event
+from schemas.codec import decode, encode
+from streams.settings import WorkerSettings
+from streams.topics import TOPIC_OF_TYPE, topic_name
+
+from .ordering import KINDS, Merger, Output, Rejected, Slot, check_routing, tombstone
+
+__all__ = ["Pipeline", "deadletter_record", "install"]
+
+log = logging.getLogger("tandem.worker")
+
+#: How often the timer looks for releasable inboxes and idle partitions (seconds).
+TIMER_INTERVAL = 0.25
+
+
+def deadletter_record(
+    topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None, error: str
+) -> bytes:
+    """The dead-letter value: where the message was, its original bytes, and why it was refused.
+
+    ``key`` and ``value`` are UTF-8 text when they decode as such, else base64 with
+    ``key_base64``/``value_base64`` set to true.
+    """
+    record: dict[str, Any] = {"topic": topic, "partition": partition, "offset": offset}
+    for name, data in (("key", key), ("value", value)):
+        if data is None:
+            record[name] = None
+            continue
+        try:
+            record[name] = data.decode("utf-8")
+        except UnicodeDecodeError:
+            record[name] = base64.b64encode(data).decode("ascii")
+            record[f"{name}_base64"] = True
+    record["error"] = error
+    return orjson.dumps(record)
+
+
+class _PartitionEvent:
+    """Stands in for "the event being processed" while the slots of one partition are written.
+
+    Faust's tables take the changelog partition (and RocksDB the local database) from the current
+    event (``faust.streams.current_event``).  A batched agent (``Stream.take_events``) has no current
+    event, and a timer even less (faust-streaming/faust#497), so writes name their partition this way.
+    """
+
+    __slots__ = ("__weakref__", "message")
+
+    class _Message:
+        __slots__ = ("partition", "topic")
+
+        def __init__(self, topic: str, partition: int) -> None:
+            self.topic = topic
+            self.partition = partition
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.message = self._Message(topic, partition)
+
+
+class Pipeline:
+    """The agent, the timer and the rebalance hooks of one worker, around a :class:`Merger`."""
+
+    def __init__(self, app: Any, settings: WorkerSettings) -> None:
+        self.app = app
+        self.settings = settings
+        prefix = settings.prefix
+        self.kind_of_topic = {topic_name(prefix, TOPIC_OF_TYPE[k]): k for k in KINDS}
+        self.topic_of_kind = {k: t for t, k in self.kind_of_topic.items()}
+        self.t_audit = topic_name(prefix, "audit")
+        self.t_actuator = topic_name(prefix, "actuator")
+        self.t_deadletter = topic_name(prefix, "deadletter")
+        self.t_recommendation = {"hpa": topic_name(prefix, "hpa"), "vpa": topic_name(prefix, "vpa")}
+        self.merger = Merger(settings.core)
+        self.lock = asyncio.Lock()
+        self.need_reload = True
+        self.starts_known = False
+        self.assigned: set[int] = set()
+        self.stats = defaultdict(int)
+        self.source = app.topic(
+            *self.kind_of_topic,
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+            partitions=settings.partitions,
+        )
+        self.table = app.Table(
+            "state",
+            partitions=settings.partitions,
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+            help="per-workload slot: decision state, unreleased inputs, offsets taken",
+        )
+
+    # --- Faust wiring ---------------------------------------------------------------------
+
+    def install(self) -> None:
+        app, settings = self.app, self.settings
+
+        async def pipeline(stream: Any) -> None:
+            async for events in stream.take_events(settings.batch_size, within=settings.batch_within):
+                try:
+                    await self.process(events)
+                except Exception as exc:
+                    _die("processing a batch", exc)
+
+        app.agent(self.source, name="tandem.pipeline")(pipeline)
+
+        async def idle_timer() -> None:
+            try:
+                await self.on_timer()
+            except Exception as exc:
+                _die("the idle timer", exc)
+
+        app.timer(TIMER_INTERVAL, name="tandem.idle")(idle_timer)
+        app.on_partitions_revoked.connect(self.on_revoked)
+        app.on_partitions_assigned.connect(self.on_assigned)
+
+    async def on_revoked(self, sender: Any, revoked: Iterable[TP], **kwargs: Any) -> None:
+        # Faust has drained the agent; wait for a timer round in flight, then make its writes land
+        # before the partitions change hands (Faust flushed the producer before this signal).
+        async with self.lock:
+            self.need_reload = True
+            self.merger.reset()
+            self.assigned = set()
+            await self.app.producer.flush()
+
+    async def on_assigned(self, sender: Any, assigned: Iterable[TP], **kwargs: Any) -> None:
+        self.need_reload = True
+        parts = sorted({tp.partition for tp in assigned if tp.topic in self.kind_of_topic})
+        log.info("tandem worker: assigned partitions %s", parts)
+
+    # --- the agent ------------------------------------------------------------------------
+
+    async def process(self, events: Sequence[Any]) -> None:
+        async with self.lock:
+            if self.need_reload:
+                # The agent only gets messages once Faust has recovered the table.
+                self._reload()
+            now = time.monotonic()
+            merger = self.merger
+            kind_of = self.kind_of_topic
+            offer = merger.offer
+            rejects: list[bytes] = []
+            touched: set[int] = set()
+            for ev in events:
+                msg = ev.message
+                kind = kind_of[msg.topic]
+                partition = msg.partition
+                value = msg.value
+                try:
+                    if value is None:
+                        if kind != "policy":
+                            raise InvalidEvent("", "a null message (only the policies topic takes deletions)")
+                        raw = tombstone(msg.key, msg.timestamp)
+                        event = decode_event(raw)
+                    else:
+                        raw, event = decode(value)
+                    check_routing(kind, msg.key, event)
+                    if kind in ("hpa", "vpa") and event.source == "tandem":
+                        # tandem's own recommendation coming back: the core ignores it, and its ts
+                        # (an old tick) must not hold the merge back.
+                        merger.observe(partition, kind, msg.offset, None, now)
+                        continue
+                    if not offer(partition, kind, msg.offset, raw, event, now):
+                        self.stats["redelivered"] += 1
+                except InvalidEvent as exc:
+                    merger.observe(partition, kind, msg.offset, None, now)
+                    rejects.append(deadletter_record(msg.topic, partition, msg.offset, msg.key, value, str(exc)))
+                    continue
+                touched.add(partition)
+            self.stats["messages"] += len(events)
+            out = Output()
+            for p in touched:
+                out.extend(merger.release(p, self._highwaters(p)))
+            await self._publish(out, rejects)
+            await self._persist()
+
+    # --- the timer ------------------------------------------------------------------------
+
+    async def on_timer(self) -> None:
+        app = self.app
+        if app.rebalancing or getattr(app, "in_recovery", False) or app.should_stop:
+            return
+        async with self.lock:
+            if self.need_reload:
+                self._reload()
+            if not self.starts_known:
+                await self._load_starts()
+            now = time.monotonic()
+            idle_after = self.settings.idle_flush
+            out = Output()
+            for p in sorted(self.assigned):
+                hw = self._highwaters(p)
+                out.extend(self.merger.release(p, hw))
+                out.extend(self.merger.flush_idle(p, hw, now, idle_after))
+            if out or self.merger.dirty:
+                await self._publish(out, [])
+                await self._persist()
+
+    # --- helpers --------------------------------------------------------------------------
+
+    def _assigned_partitions(self) -> set[int]:
+        try:
+            assignment = self.app.consumer.assignment()
+        except Exception:  # consumer not started yet
+            return set()
+        return {tp.partition for tp in assignment if tp.topic in self.kind_of_topic}
+
+    def _reload(self) -> None:
+        """Rebuild the cache from the (recovered) table for the partitions this worker owns."""
+        self.merger.reset()
+        self.assigned = self._assigned_partitions()
+        loaded = 0
+        for _key, value in self.table.items():
+            if value is None:
+                continue
+            slot = Slot.from_bytes(value)
+            if slot.partition in self.assigned:
+                self.merger.load(slot)
+                loaded += 1
+        now = time.monotonic()
+        for p in self.assigned:
+            self.merger.clock(p, now)
+        self.need_reload = False
+        self.starts_known = False
+        log.info("tandem worker: %d workload(s) loaded for partitions %s", loaded, sorted(self.assigned))
+
+    async def _load_starts(self) -> None:
+        """Where consumption of each input topic-partition started: its committed offset, else its start.
+
+        Needed to tell an input that had nothing to deliver (caught up) from one not read yet.  Faust
+        seeks to the committed offsets right before it resumes the stream (and records them in
+        ``Consumer._committed_offset``, which has no public accessor); without a commit the consumer
+        starts at the log start (``consumer_auto_offset_reset="earliest"``).
+        """
+        consumer = self.app.consumer
+        committed = getattr(consumer, "_committed_offset", {})
+        tps = [TP(self.topic_of_kind[k], p) for p in self.assigned for k in KINDS]
+        unknown = []
+        starts: dict[TP, int] = {}
+        for tp in tps:
+            off = committed.get(tp)
+            if off is None or off < 0:
+                unknown.append(tp)
+            else:
+                starts[tp] = off
+        if unknown:
+            earliest = await consumer.earliest_offsets(*unknown)
+            for tp in unknown:
+                off = earliest.get(tp)
+                if off is not None:
+                    starts[tp] = off
+        now = time.monotonic()
+        for tp, off in starts.items():
+            self.merger.clock(tp.partition, now).set_start(self.kind_of_topic[tp.topic], off)
+        self.starts_known = True
+
+    def _highwaters(self, partition: int) -> dict[str, int | None]:
+        highwater = self.app.consumer.highwater
+        out: dict[str, int | None] = {}
+        for kind, topic in self.topic_of_kind.items():
+            try:
+                out[kind] = highwater(TP(topic, partition))
+            except (AssertionError, KeyError, AttributeError):  # not (or no longer) assigned
+                out[kind] = None
+        return out
+
+    async def _publish(self, out: Output, rejects: list[bytes]) -> None:
+        """Send outputs and dead letters, and wait until the broker has them all."""
+        if not out and not rejects:
+            return
+        send = self.app.producer.send
+        futures = []
+        for key, kind, ev in out.emitted:
+            k = key.encode()
+            value = encode(ev)
+            if kind == "audit":
+                tick = ev["data"].get("tick")
+                futures.append(await send(self.t_audit, k, value, None, tick, None))
+                if ev["type"] == DECISION and not ev["data"].get("dry_run"):
+                    futures.append(await send(self.t_actuator, k, value, None, tick, None))
+                    self.stats["decisions"] += 1
+                self.stats["audit"] += 1
+            elif kind in self.t_recommendation:
+                futures.append(await send(self.t_recommendation[kind], k, value, None, ev.get("ts"), None))
+                self.stats["recommendations"] += 1
+            else:  # pragma: no cover - the core emits only these kinds
+                log.error("tandem worker: unknown output kind %r dropped", kind)
+        for r in out.rejected:
+            futures.append(await send(self.t_deadletter, r.key.encode(), self._rejected_record(r), None, None, None))
+        for value in rejects:
+            futures.append(await send(self.t_deadletter, None, value, None, None, None))
+        self.stats["deadletter"] += len(out.rejected) + len(rejects)
+        if futures:
+            await asyncio.gather(*futures)
+
+    def _rejected_record(self, r: Rejected) -> bytes:
+        log.warning("tandem worker: rejected %s[%d]@%d: %s", r.kind, r.partition, r.offset, r.error)
+        return deadletter_record(
+            self.topic_of_kind[r.kind], r.partition, r.offset, r.key.encode(), encode(r.raw), r.error
+        )
+
+    async def _persist(self) -> None:
+        """Write the touched slots to the table (its changelog is flushed before offsets are committed)."""
+        merger = self.merger
+        if not merger.dirty:
+            return
+        by_partition: dict[int, list[Slot]] = defaultdict(list)
+        for key in merger.dirty:
+            slot = merger.slots.get(key)
+            if slot is not None:
+                by_partition[slot.partition].append(slot)
+        merger.dirty.clear()
+        table = self.table
+        anchor_topic = self.topic_of_kind["metric"]
+        for partition, slots in by_partition.items():
+            anchor = _PartitionEvent(anchor_topic, partition)
+            token = _current_event.set(weakref.ref(anchor))  # type: ignore[arg-type]
+            try:
+                for slot in slots:
+                    table[slot.key.encode()] = slot.to_bytes()
+            finally:
+                _current_event.reset(token)
+
+
+def _die(where: str, exc: BaseException) -> None:
+    """Stop the process at once, without committing anything.
+
+    Per-message problems never get here (they are dead-lettered); this is for failures of Kafka
+    itself, e.g. outputs the broker would not take.  Letting the exception unwind would make Faust
+    acknowledge the batch (``take_events`` acks in a ``finally``) and commit its offsets on the way
+    out, losing its decisions; exiting now means the batch is read again by whoever takes over.
+    """
+    log.critical("tandem worker: fatal error in %s; exiting without commit", where, exc_info=exc)
+    logging.shutdown()
+    os._exit(70)
+
+
+def install(app: Any, settings: WorkerSettings) -> Pipeline:
+    """Define the agent, table and timer of ``settings`` on ``app``."""
+    pipeline = Pipeline(app, settings)
+    pipeline.install()
+    return pipeline

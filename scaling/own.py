@@ -1,0 +1,247 @@
+"""tandem's own HPA and VPA recommendations, computed from ``metric`` samples (issue 3).
+
+A recorded stream (or a cluster without HPA and VPA installed) carries raw container usage, not
+recommendations.  For a workload whose policy has an HPA template with metrics and that receives
+no ``hpa`` event from a cluster, tandem runs the upstream HPA algorithm (``scaling.recommend.hpa``)
+on every reconcile tick; for one whose policy has a VPA and that receives no ``vpa`` event, it
+feeds every sample into the upstream VPA histograms (``scaling.recommend.vpa``) and recommends
+once per ``recommender_interval``.  The results are ordinary ``hpa``/``vpa`` events with
+``"source": "tandem"`` and the tick as ``ts``: the policy reads them exactly as it reads a
+cluster's, and the drivers publish them (``tandem.hpa``/``tandem.vpa``, or
+``tandem replay --include-recommendations``) when they change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .events import ContainerSample, HpaEvent, MetricEvent, Qty, VpaEvent, VpaRecommendation, WorkloadEvent
+from .quantity import bytes_of, format_quantity
+from .recommend import hpa as hpa_rec
+from .recommend import vpa as vpa_rec
+from .settings import Settings
+from .state import WorkloadState
+
+__all__ = ["HpaTemplate", "VpaTemplate", "observe", "own_hpa", "own_vpa"]
+
+#: Pods whose latest sample is older than this at a tick count as having no metric (the HPA's
+#: "missing" pods); metrics-server keeps one window of samples, tandem allows two scrape periods.
+USAGE_MAX_AGE = 120.0
+#: Bound on the pods whose latest usage is kept per workload.
+MAX_PODS = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class HpaTemplate:
+    """What an HPA object the policy would create looks like (its metrics, behavior and bounds)."""
+
+    metrics: tuple[Mapping[str, Any], ...]
+    behavior: Mapping[str, Any] | None
+    min_replicas: int
+    max_replicas: int
+
+
+@dataclass(frozen=True, slots=True)
+class VpaTemplate:
+    """The VPA object the policy would create: its container policies."""
+
+    policies: Mapping[str, vpa_rec.ContainerPolicy]
+
+
+def _wants_hpa(state: WorkloadState, policy: Any) -> HpaTemplate | None:
+    tmpl: HpaTemplate | None = getattr(policy, "own_hpa", None)
+    if tmpl is None or not tmpl.metrics or state.typed("hpa") is not None:
+        return None
+    return tmpl
+
+
+def _wants_vpa(state: WorkloadState, policy: Any) -> VpaTemplate | None:
+    tmpl: VpaTemplate | None = getattr(policy, "own_vpa", None)
+    if tmpl is None or state.typed("vpa") is not None:
+        return None
+    return tmpl
+
+
+def _vpa_states(state: WorkloadState) -> dict[str, vpa_rec.ContainerState]:
+    live: dict[str, vpa_rec.ContainerState] | None = state._typed.get("vpa_live")
+    if live is None:
+        raw = state.recommender.get("vpa") or {}
+        live = {c: vpa_rec.ContainerState.from_dict(d) for c, d in raw.items()}
+        state._typed["vpa_live"] = live
+    return live
+
+
+def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> None:
+    """Feed one metric event's container samples to both recommenders' state.
+
+    This runs for every workload, whatever its policy and whether a cluster sends HPA/VPA events:
+    what a sample does to the state must not depend on events of other types at the same ``ts``
+    (their order is not defined across Kafka topics), or the worker could differ from the replay.
+    Using the state is what depends on the policy, at the tick.
+    """
+    if not event.samples:
+        return
+    usage = state.recommender.setdefault("usage", {})
+    for s in event.samples:
+        pod = usage.setdefault(s.pod, {})
+        prev = pod.get(s.container)
+        cpu = round(s.cpu * 1000) if s.cpu is not None else (prev[1] if prev else None)
+        mem = s.memory if s.memory is not None else (prev[2] if prev else None)
+        pod[s.container] = [event.ts, cpu, mem]
+    if len(usage) > MAX_PODS:
+        oldest = sorted(usage, key=lambda p: (max(v[0] for v in usage[p].values()), p))
+        for name in oldest[: len(usage) - MAX_PODS]:
+            del usage[name]
+    cfg = settings.vpa_config
+    states = _vpa_states(state)
+    by_container: dict[str, list[ContainerSample]] = {}
+    for s in event.samples:
+        by_container.setdefault(s.container, []).append(s)
+    for container, samples in by_container.items():
+        cs = states.get(container)
+        if cs is None:
+            cs = states[container] = vpa_rec.ContainerState()
+        cpus = [s.cpu for s in samples if s.cpu is not None]
+        if cpus:
+            cs.add_cpu_samples(event.ts, cpus, cfg)  # VPA: one batch per scrape (reference 2.3)
+        for s in samples:
+            if s.memory is not None:
+                if s.oom:
+                    cs.record_oom(event.ts, s.memory, cfg, pod=s.pod)  # VPA: RecordOOM (2.5)
+                else:
+                    cs.add_memory_sample(event.ts, s.memory, cfg, pod=s.pod)
+
+
+def own_hpa(
+    state: WorkloadState, policy: Any, spec: WorkloadEvent, tick: float, settings: Settings
+) -> tuple[HpaEvent | None, dict[str, Any] | None]:
+    """Run the HPA algorithm for this tick; return the event the policy reads and, if it changed
+    since the last one published, the raw event to publish."""
+    tmpl = _wants_hpa(state, policy)
+    if tmpl is None:
+        return None, None
+    rec = state.recommender
+    usage: dict[str, dict[str, list[Any]]] = rec.get("usage", {})
+    fresh = {
+        pod: {c: v for c, v in containers.items() if tick - v[0] <= USAGE_MAX_AGE} for pod, containers in usage.items()
+    }
+    fresh = {pod: c for pod, c in fresh.items() if c}
+    pod_usage = {
+        pod: {c: {r: v for r, v in (("cpu", s[1]), ("memory", s[2])) if v is not None} for c, s in cs.items()}
+        for pod, cs in fresh.items()
+    }
+    sample_ts = {pod: max(s[0] for s in cs.values()) for pod, cs in fresh.items()}
+    requests = {
+        c: {r: (q.milli if r == "cpu" else bytes_of(q.milli)) for r, q in res.requests.items()}
+        for c, res in spec.containers.items()
+    }
+    series: dict[str, dict[str | None, float]] = {}
+    for (name, pod), (ts, value) in state.series.items():
+        if tick - ts < 300.0:  # Prometheus-adapter lookback, as for the custom HPA
+            series.setdefault(name, {})[pod] = value
+    if spec.pods is not None:
+        pods = [hpa_rec.PodInfo(p.name, p.ready, p.phase, p.started) for p in spec.pods]
+    else:
+        # Without pod status in the stream every pod with samples counts as running, ready and old.
+        pods = [hpa_rec.PodInfo(p, True, "Running", tick - 3600.0) for p in sorted(fresh)]
+    status_replicas = len(spec.pods) if spec.pods is not None else spec.replicas
+    hstate = hpa_rec.HpaState.from_dict(rec["hpa"]) if "hpa" in rec else hpa_rec.HpaState()
+    result, hstate = hpa_rec.recommend(
+        tmpl.metrics,
+        tmpl.behavior,
+        tmpl.min_replicas,
+        tmpl.max_replicas,
+        spec.replicas,
+        status_replicas,
+        pods,
+        hpa_rec.MetricInputs(pod_usage=pod_usage, container_requests=requests, series=series, sample_ts=sample_ts),
+        hstate,
+        tick,
+        settings.hpa_config,
+    )
+    rec["hpa"] = hstate.to_dict()
+    raw: dict[str, Any] = {
+        "type": "hpa",
+        "ts": tick,
+        "workload": spec.workload.as_dict(),
+        "desired_replicas": result.desired_replicas,
+        "current_replicas": spec.replicas,
+        "min_replicas": tmpl.min_replicas,
+        "max_replicas": tmpl.max_replicas,
+        "conditions": [dict(c) for c in result.conditions],
+        "current_metrics": result.current_metrics,
+        "name": getattr(policy, "name", spec.workload.name),
+        "source": "tandem",
+    }
+    event = HpaEvent(
+        tick,
+        spec.workload,
+        result.desired_replicas,
+        spec.replicas,
+        tmpl.min_replicas,
+        tmpl.max_replicas,
+        tuple(raw["conditions"]),
+        tmpl.metrics,
+        tuple(result.current_metrics),
+        tmpl.behavior,
+        raw["name"],
+        "tandem",
+    )
+    return event, _changed(rec, "hpa_last", raw, ("desired_replicas", "conditions", "min_replicas", "max_replicas"))
+
+
+def own_vpa(
+    state: WorkloadState, policy: Any, spec: WorkloadEvent, tick: float, settings: Settings
+) -> tuple[VpaEvent | None, dict[str, Any] | None]:
+    """The VPA recommendation at this tick (recomputed once per ``recommender_interval``)."""
+    tmpl = _wants_vpa(state, policy)
+    if tmpl is None:
+        return None, None
+    rec = state.recommender
+    cfg = settings.vpa_config
+    last_run = rec.get("vpa_run")
+    raw: dict[str, Any] | None = rec.get("vpa_last")
+    if last_run is None or tick - last_run >= cfg.recommender_interval or raw is None:
+        rec["vpa_run"] = tick
+        recs = vpa_rec.recommend(_vpa_states(state), tick, cfg, tmpl.policies)
+        if not recs:
+            return None, None
+        raw = {
+            "type": "vpa",
+            "ts": tick,
+            "workload": spec.workload.as_dict(),
+            "containers": {
+                c: {
+                    part: {
+                        res: format_quantity(res, v if res == "cpu" else v * 1000)
+                        for res, v in sorted(getattr(r, part).items())
+                    }
+                    for part in ("target", "lower_bound", "upper_bound", "uncapped_target")
+                }
+                for c, r in sorted(recs.items())
+            },
+            "conditions": [{"type": "RecommendationProvided", "status": "True"}],
+            "source": "tandem",
+        }
+        published = _changed(rec, "vpa_last", raw, ("containers",))
+    else:
+        published = None
+    assert raw is not None
+    containers = {
+        c: VpaRecommendation(
+            **{part: {res: Qty.of(text) for res, text in values.items()} for part, values in r.items()}
+        )
+        for c, r in raw["containers"].items()
+    }
+    return VpaEvent(tick, spec.workload, containers, tuple(raw["conditions"]), "tandem"), published
+
+
+def _changed(rec: dict[str, Any], slot: str, raw: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any] | None:
+    """Remember ``raw`` and return it if the fields that matter differ from the last published one."""
+    last = rec.get(slot)
+    rec[slot] = raw
+    if last is not None and all(last.get(k) == raw.get(k) for k in keys):
+        return None
+    return raw

@@ -1,0 +1,61 @@
+"""``tandem worker``: the decision core as a Faust worker over Kafka (see docs/worker.md).
+
+    tandem worker [--broker kafka://localhost:9092] [--topic-prefix tandem.] [--partitions 8]
+                  [--store rocksdb://|memory://] [--data-dir DIR] [--web-port N | --without-web]
+                  [--config FILE] [--idle-flush S] ...
+
+Every option is also ``TANDEM_<OPTION>`` (``streams.settings``).  Before Faust starts, the missing
+topics of CONTRACT.md section 2 are created with ``--partitions`` partitions: Faust would otherwise
+let Kafka auto-create an input topic with the broker's default partition count, and then crash on a
+table whose changelog does not match its source.  Exit codes: 2 bad options or topics with another
+partition count, 1 no broker; otherwise the worker runs until SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from .settings import add_worker_options, worker_settings
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(prog="tandem worker", description="run the Faust worker")
+    add_worker_options(p)
+    args = p.parse_args(list(argv))
+    try:
+        settings = worker_settings(args)
+    except (OSError, ValueError) as exc:
+        print(f"tandem worker: {exc}", file=sys.stderr)
+        return 2
+
+    from .topics import TopicMismatch, ensure_topics
+
+    # One loop for the topic check and for Faust (asyncio.run would close it and unset the loop).
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        report = loop.run_until_complete(ensure_topics(settings))
+    except TopicMismatch as exc:
+        print(f"tandem worker: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        print(f"tandem worker: cannot prepare topics on {settings.bootstrap}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    if report.created:
+        print(f"tandem worker: created topics {', '.join(report.created)}", file=sys.stderr)
+
+    import faust
+
+    from .app import create_app
+
+    if settings.store.startswith("rocksdb"):
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    app = create_app(settings, loop=loop)
+    worker = faust.Worker(app, loglevel=settings.loglevel, loop=loop)
+    worker.execute_from_commandline()  # returns only by SystemExit
+    return 0  # pragma: no cover

@@ -1,0 +1,420 @@
+"""The worker's timestamp-aligned merge (agents/ordering.py), without Kafka.
+
+The strongest check simulates what Kafka does to a published stream: each event type on its own
+topic, partitioned by workload key, delivered to the worker as an arbitrary interleaving of the
+topic-partitions in arbitrary batches, with crashes that lose the process but keep the persisted
+slots (which may be ahead of the committed offsets).  Whatever the interleaving, the decisions must
+be those of ``tandem replay`` (scaling.engine.Engine): byte-identical and in the same order per
+workload without crashes, the same set of ids with them.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import random
+import zlib
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from agents.ordering import (
+    INF,
+    KINDS,
+    Merger,
+    PartitionClock,
+    Slot,
+    SourceClock,
+    check_routing,
+    tombstone,
+)
+from scaling.engine import Engine, policy_event
+from scaling.errors import InvalidEvent
+from scaling.events import decode_event
+from scaling.settings import Settings
+from schemas.codec import encode
+from streams.inputs import load_manifests
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+# ------------------------------------------------------------------------------------- clocks
+
+
+def test_unknown_source_holds_everything_back() -> None:
+    clock = PartitionClock(0.0)
+    clock.observe("metric", 0, 100.0, 0.0)
+    assert clock.bound({}) == -INF  # nothing known of the other four topics
+
+
+def test_bound_is_min_last_ts_over_topics_not_caught_up() -> None:
+    clock = PartitionClock(0.0)
+    for kind in KINDS:
+        clock.set_start(kind, 0)
+    clock.observe("metric", 4, 100.0, 0.0)
+    clock.observe("hpa", 1, 90.0, 0.0)
+    hw = {"metric": 10, "hpa": 10, "workload": 0, "vpa": 0, "policy": 0}  # three topics are empty
+    assert clock.bound(hw) == 90.0
+    hw["hpa"] = 2  # hpa read to its end
+    assert clock.bound(hw) == 100.0
+    hw["metric"] = 5
+    assert clock.bound(hw) == INF
+
+
+def test_caught_up_uses_start_offset_until_a_message_is_read() -> None:
+    src = SourceClock()
+    assert not src.caught_up(0)  # start unknown: not caught up
+    src.start_offset = 7
+    assert src.caught_up(7) and not src.caught_up(8)
+    assert not src.caught_up(None)  # highwater unknown
+    src.next_offset = 8
+    assert src.caught_up(8)
+
+
+def test_watermark_never_goes_back() -> None:
+    clock = PartitionClock(0.0)
+    clock.observe("metric", 0, 100.0)
+    clock.observe("metric", 1, 50.0)  # an out-of-order producer: it becomes a late event
+    assert clock.sources["metric"].last_ts == 100.0
+    assert clock.sources["metric"].next_offset == 2
+
+
+def test_idle_needs_caught_up_and_quiet() -> None:
+    clock = PartitionClock(0.0)
+    for kind in KINDS:
+        clock.set_start(kind, 0)
+    hw = dict.fromkeys(KINDS, 0)
+    assert not clock.idle(1.0, hw, 2.0)
+    assert clock.idle(2.0, hw, 2.0)
+    clock.observe("metric", 0, 5.0, 3.0)
+    assert not clock.idle(4.0, hw | {"metric": 1}, 2.0)
+    assert clock.idle(5.0, hw | {"metric": 1}, 2.0)
+    assert not clock.idle(5.0, hw | {"metric": 2}, 2.0)  # more to read
+
+
+# ------------------------------------------------------------------------------------- slots
+
+
+def _ev(ts: float, type_: str = "hpa", name: str = "web", **fields: Any) -> dict[str, Any]:
+    body = {"hpa": {"desired_replicas": 2}, "metric": {"samples": []}}.get(type_, {})
+    return {
+        "type": type_,
+        "ts": ts,
+        "workload": {"cluster": "c1", "namespace": "shop", "kind": "Deployment", "name": name},
+        **body,
+        **fields,
+    }
+
+
+def test_slot_releases_in_ts_type_offset_order_up_to_bound() -> None:
+    slot = Slot.new("c1/shop/Deployment/web", 0)
+    slot.inbox = [
+        (20.0, 4, 3, {}, None),
+        (10.0, 4, 2, {}, None),
+        (10.0, 2, 9, {}, None),
+        (30.0, 2, 10, {}, None),
+        (10.0, 4, 1, {}, None),
+    ]
+    assert [(e[0], e[1], e[2]) for e in slot.ready(20.0)] == [(10.0, 2, 9), (10.0, 4, 1), (10.0, 4, 2), (20.0, 4, 3)]
+    assert [(e[0], e[2]) for e in slot.inbox] == [(30.0, 10)]
+    assert slot.ready(29.9) == []
+    assert [e[2] for e in slot.ready(INF)] == [10]
+
+
+def test_slot_takes_each_offset_once() -> None:
+    slot = Slot.new("k", 0)
+    assert slot.accept("hpa", 5)
+    assert not slot.accept("hpa", 5)
+    assert not slot.accept("hpa", 3)
+    assert slot.accept("metric", 3)
+    assert slot.accept("hpa", 6)
+
+
+def test_slot_round_trips_through_bytes_with_its_inbox() -> None:
+    settings = Settings()
+    merger = Merger(settings)
+    for kind in KINDS:
+        merger.clock(0, 0.0).set_start(kind, 0)
+    raw = _ev(10.0, "hpa")
+    merger.offer(0, "hpa", 0, raw, decode_event(raw), 0.0)
+    slot = merger.slots["c1/shop/Deployment/web"]
+    again = Slot.from_bytes(slot.to_bytes())
+    assert again.key == slot.key and again.partition == 0 and again.seen == {"hpa": 0}
+    assert [(e[0], e[1], e[2], e[3], e[4]) for e in again.inbox] == [(10.0, 1 + 1, 0, raw, None)]
+    assert again.to_bytes() == slot.to_bytes()
+
+
+# ------------------------------------------------------------------------------------- routing
+
+
+def test_check_routing_rejects_wrong_topic_and_wrong_key() -> None:
+    event = decode_event(_ev(1.0, "hpa"))
+    check_routing("hpa", b"c1/shop/Deployment/web", event)
+    with pytest.raises(InvalidEvent, match="field 'type': a 'hpa' event on the topic of 'metric' events"):
+        check_routing("metric", b"c1/shop/Deployment/web", event)
+    with pytest.raises(InvalidEvent, match="field 'key': message key 'x' is not"):
+        check_routing("hpa", b"x", event)
+    with pytest.raises(InvalidEvent, match="no key"):
+        check_routing("hpa", None, event)
+
+
+def test_tombstone_is_a_policy_deletion() -> None:
+    raw = tombstone(b"c1/shop/Deployment/web", 12.5)
+    event = decode_event(raw)
+    assert event.type == "policy" and event.manifest is None and event.ts == 12.5
+    with pytest.raises(InvalidEvent, match="field 'workload'"):
+        tombstone(b"nonsense", 1.0)
+
+
+def test_merger_refuses_a_workload_on_two_partitions() -> None:
+    merger = Merger(Settings())
+    raw = _ev(1.0, "hpa")
+    merger.offer(0, "hpa", 0, raw, decode_event(raw), 0.0)
+    with pytest.raises(InvalidEvent, match="lives on partition 0 but arrived on partition 1"):
+        merger.offer(1, "metric", 0, _ev(1.0, "metric"), decode_event(_ev(1.0, "metric")), 0.0)
+
+
+# ------------------------------------------------------------------------------------- equivalence
+
+POLICY = {
+    "apiVersion": "autoscaling.k8s.io/v1alpha1",
+    "kind": "Hvpa",
+    "metadata": {"name": "web", "namespace": "shop", "annotations": {"hpa-controller": "hvpa", "tandem.dev/cluster": "c1"}},
+    "spec": {
+        "targetRef": {"kind": "Deployment", "name": "web"},
+        "hpa": {"deploy": True, "template": {"spec": {"minReplicas": 1, "maxReplicas": 6}}},
+        "vpa": {"deploy": True},
+        "weightBasedScalingIntervals": [{"vpaWeight": 40, "startReplicaCount": 0, "lastReplicaCount": 0}],
+    },
+}
+T0 = 1762250400.0
+
+
+def small_stream(names: Iterable[str] = ("web", "api", "db"), n: int = 60) -> tuple[list[dict], list[dict]]:
+    """A few workloads whose hpa/vpa/metric inputs change over time, and their policies."""
+    events: list[dict[str, Any]] = []
+    names = list(names)
+    for i in range(n):
+        ts = T0 + i * 5.0
+        for j, name in enumerate(names):
+            wl = {"cluster": "c1", "namespace": "shop", "kind": "Deployment", "name": name}
+            phase = (i // 12 + j) % 4
+            if i % 6 == 0:
+                events.append(
+                    {
+                        "type": "workload",
+                        "ts": ts,
+                        "workload": wl,
+                        "replicas": 2,
+                        "containers": {"app": {"requests": {"cpu": "250m", "memory": "200M"}, "limits": {"memory": "1G"}}},
+                    }
+                )
+            if i % 3 == 1:
+                events.append({"type": "hpa", "ts": ts, "workload": wl, "desired_replicas": 1 + phase})
+            if i % 4 == 2:
+                target = {"cpu": f"{200 + 100 * phase}m", "memory": f"{200 + 50 * phase}M"}
+                events.append({"type": "vpa", "ts": ts, "workload": wl, "containers": {"app": {"target": target}}})
+            samples = [
+                {"pod": f"{name}-{k}", "container": "app", "cpu": 0.1 * (1 + phase) + 0.01 * k, "memory": 10**8 + k}
+                for k in range(3)
+            ]
+            events.append({"type": "metric", "ts": ts, "workload": wl, "samples": samples})
+    policies = []
+    for name in names:
+        p = orjson.loads(orjson.dumps(POLICY))
+        p["metadata"]["name"] = name
+        p["spec"]["targetRef"]["name"] = name
+        policies.append(p)
+    return events, policies
+
+
+def _replay(events: list[dict], policies: list[dict]) -> dict[str, list[bytes]]:
+    engine = Engine(Settings())
+    for p in policies:
+        engine.add_policy(p)
+    ordered = sorted(events, key=lambda e: e["ts"])
+    by_key: dict[str, list[bytes]] = defaultdict(list)
+    for raw in ordered:
+        for kind, ev in engine.process(raw):
+            if kind == "audit":
+                by_key[ev["subject"]].append(encode(ev))
+    for kind, ev in engine.flush():
+        if kind == "audit":
+            by_key[ev["subject"]].append(encode(ev))
+    return dict(by_key)
+
+
+def _partition_of(key: str, n: int) -> int:
+    return zlib.crc32(key.encode()) % n
+
+
+def _topic_partitions(events: list[dict], policies: list[dict], n: int) -> dict[tuple[str, int], list[dict]]:
+    """What ``tandem publish`` writes: policies first at the stream's first ts, then by ts."""
+    first = min(e["ts"] for e in events)
+    ordered = [policy_event(p, "default", first) for p in policies] + sorted(events, key=lambda e: e["ts"])
+    tps: dict[tuple[str, int], list[dict]] = defaultdict(list)
+    for raw in ordered:
+        key = "/".join(raw["workload"][f] for f in ("cluster", "namespace", "kind", "name"))
+        tps[(raw["type"], _partition_of(key, n))].append(raw)
+    return tps
+
+
+def _run_worker_simulation(
+    tps: Mapping[tuple[str, int], list[dict]], n: int, rng: random.Random, *, crashes: int = 0
+) -> list[dict[str, Any]]:
+    """Deliver the topic-partitions in random interleavings and batches through a Merger.
+
+    A crash loses the Merger; the persisted slots (saved after every batch, like the table) are
+    reloaded and delivery resumes from the committed offsets, which lag the slots by a random
+    number of batches: the redelivered messages must be recognised as already taken.
+    """
+    settings = Settings()
+    highwater = {tp: len(msgs) for tp, msgs in tps.items()}
+    committed: dict[tuple[str, int], int] = defaultdict(int)
+    persisted: dict[str, bytes] = {}
+    emitted: list[dict[str, Any]] = []
+    now = 0.0
+    crash_points = sorted(rng.sample(range(1, 40), crashes)) if crashes else []
+
+    def hws(p: int) -> dict[str, int]:
+        return {kind: highwater.get((kind, p), 0) for kind in KINDS}
+
+    def start() -> tuple[Merger, dict[tuple[str, int], int]]:
+        merger = Merger(settings)
+        for data in persisted.values():
+            merger.load(Slot.from_bytes(data))
+        for p in range(n):
+            for kind in KINDS:
+                merger.clock(p, now).set_start(kind, committed[(kind, p)])
+        return merger, dict(committed)
+
+    merger, position = start()
+    batches = 0
+    history: list[dict[tuple[str, int], int]] = []
+    while True:
+        # one batch: a random number of messages, each from a random topic-partition with data left
+        left = [tp for tp in tps if position.get(tp, 0) < highwater[tp]]
+        size = rng.randint(1, 40)
+        touched = set()
+        for _ in range(size):
+            left = [tp for tp in left if position.get(tp, 0) < highwater[tp]]
+            if not left:
+                break
+            tp = rng.choice(left)
+            offset = position.get(tp, 0)
+            position[tp] = offset + 1
+            raw = tps[tp][offset]
+            event = decode_event(raw)
+            now += 0.001
+            merger.offer(tp[1], tp[0], offset, raw, event, now)
+            touched.add(tp[1])
+        for p in sorted(touched):
+            out = merger.release(p, hws(p))
+            assert not out.rejected
+            emitted.extend(ev for _, kind, ev in out.emitted if kind == "audit")
+        # persist the touched slots (the table), then "ack": offsets become committable later
+        before = dict(persisted)
+        for key in merger.dirty:
+            persisted[key] = merger.slots[key].to_bytes()
+        merger.dirty.clear()
+        history.append(dict(position))
+        batches += 1
+        if crash_points and batches == crash_points[0]:
+            crash_points.pop(0)
+            # half the crashes hit after the outputs were published but before the table write
+            lost_write = rng.random() < 0.5
+            if lost_write:
+                persisted = before
+            # commits lag: the last commit happened a few batches ago (never past the table)
+            low = 1 if lost_write else 0
+            lag = rng.randint(low, max(low, min(3, len(history) - 1)))
+            committed.update(history[-1 - lag] if lag < len(history) else {})
+            merger, position = start()
+            history = [dict(position)]
+            continue
+        if not left or all(position.get(tp, 0) >= highwater[tp] for tp in tps):
+            break
+    now += 10.0
+    for p in range(n):
+        out = merger.flush_idle(p, hws(p), now, 2.0)
+        emitted.extend(ev for _, kind, ev in out.emitted if kind == "audit")
+    return emitted
+
+
+def _by_key(events: list[dict[str, Any]]) -> dict[str, list[bytes]]:
+    out: dict[str, list[bytes]] = defaultdict(list)
+    for ev in events:
+        out[ev["subject"]].append(encode(ev))
+    return dict(out)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_any_interleaving_gives_the_replay_output_byte_for_byte(seed: int) -> None:
+    events, policies = small_stream()
+    expected = _replay(events, policies)
+    assert sum(map(len, expected.values())) > 20
+    got = _by_key(_run_worker_simulation(_topic_partitions(events, policies, 4), 4, random.Random(seed)))
+    assert got == expected
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_crashes_with_lagging_commits_give_the_same_decisions_after_dedup(seed: int) -> None:
+    events, policies = small_stream(("web", "api", "db", "cache", "queue"))
+    expected = _replay(events, policies)
+    rng = random.Random(1000 + seed)
+    emitted = _run_worker_simulation(_topic_partitions(events, policies, 3), 3, rng, crashes=3)
+    first: dict[str, dict[str, Any]] = {}
+    for ev in emitted:
+        first.setdefault(ev["id"], ev)
+    expected_ids = {orjson.loads(b)["id"] for lines in expected.values() for b in lines}
+    assert set(first) == expected_ids
+    # and, deduplicated, each workload's decisions come in the replay's order
+    dedup = _by_key(list(first.values()))
+    assert dedup == expected
+
+
+def test_the_crash_simulation_does_duplicate_decisions() -> None:
+    """Guard for the test above: crashes between publishing and the table write must repeat outputs."""
+    events, policies = small_stream(("web", "api", "db", "cache", "queue"))
+    duplicates = 0
+    for seed in range(8):
+        emitted = _run_worker_simulation(_topic_partitions(events, policies, 3), 3, random.Random(1000 + seed), crashes=3)
+        duplicates += len(emitted) - len({ev["id"] for ev in emitted})
+    assert duplicates > 0
+
+
+@pytest.mark.skipif(not (EXAMPLES / "stream.jsonl.gz").exists(), reason="no bundled example")
+def test_bundled_example_through_the_merger_equals_replay() -> None:
+    with gzip.open(EXAMPLES / "stream.jsonl.gz", "rb") as fh:
+        events = [orjson.loads(line) for line in fh if line.strip()]
+    events = [e for e in events if e["ts"] < events[0]["ts"] + 12 * 3600]  # half a day keeps it quick
+    policies = load_manifests(str(EXAMPLES / "policies.yaml"))
+    expected = _replay(events, policies)
+    got = _by_key(_run_worker_simulation(_topic_partitions(events, policies, 2), 2, random.Random(7)))
+    assert got == expected
+
+
+def test_idle_flush_runs_pending_ticks_only_when_caught_up_and_quiet() -> None:
+    events, policies = small_stream(("web",), n=7)
+    tps = _topic_partitions(events, policies, 1)
+    merger = Merger(Settings())
+    for kind in KINDS:
+        merger.clock(0, 0.0).set_start(kind, 0)
+    hw = {kind: len(tps.get((kind, 0), [])) for kind in KINDS}
+    flat = sorted(((m["ts"], KINDS.index(k), i, k, m) for (k, _), ms in tps.items() for i, m in enumerate(ms)))
+    for _, _, offset, kind, raw in flat:
+        merger.offer(0, kind, offset, raw, decode_event(raw), 1.0)
+    released = merger.release(0, hw)
+    assert not released.rejected
+    assert merger.slots["c1/shop/Deployment/web"].state.pending_tick is not None
+    assert not merger.flush_idle(0, hw, 2.5, 2.0)  # quiet for 1.5 s only
+    assert not merger.flush_idle(0, hw | {"metric": hw["metric"] + 1}, 9.0, 2.0)  # not caught up
+    flushed = merger.flush_idle(0, hw, 3.0, 2.0)
+    assert merger.slots["c1/shop/Deployment/web"].state.pending_tick is None
+    assert not merger.flush_idle(0, hw, 30.0, 2.0)  # nothing left to flush
+    got = [encode(ev) for _, kind, ev in released.emitted + flushed.emitted if kind == "audit"]
+    assert got == _replay(events, policies)["c1/shop/Deployment/web"]
+    assert math.isinf(merger.clocks[0].bound(hw))
