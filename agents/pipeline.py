@@ -135,10 +135,8 @@ class Pipeline:
         self.table = app.Table(
             "state",
             partitions=settings.partitions,
-            key_type=bytes,
+            key_type=bytes,  # bytes -> the "raw" codec
             value_type=bytes,
-            key_serializer="raw",
-            value_serializer="raw",
             help="per-workload slot: decision state, unreleased inputs, offsets taken",
         )
 
@@ -223,6 +221,7 @@ class Pipeline:
             out = Output()
             for p in touched:
                 out.extend(merger.release(p, self._highwaters(p)))
+            log.info("DEBUG batch %d touched %s out %d rej %d slots %d", len(events), touched, len(out.emitted), len(rejects), len(merger.slots))
             await self._publish(out, rejects)
             await self._persist()
 

@@ -162,7 +162,10 @@ def _change(obj: Mapping[str, Any], where: str) -> Change:
             milli = parse_quantity(value)
         except ValueError as exc:
             raise InvalidPolicy(f"{where}.value", str(exc)) from None
-    pct = int_field(obj, "percentage", None, maximum=10_000)
+    try:
+        pct = int_field(obj, "percentage", None, maximum=10_000)
+    except InvalidPolicy as exc:
+        raise exc.within(where) from None
     return Change(milli, pct)
 
 

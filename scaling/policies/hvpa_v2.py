@@ -412,13 +412,11 @@ class _Container:
     target: dict[str, int]
     cur_total: dict[str, int]
     new_total: dict[str, int]
-    no_change: bool = False
     up: bool = False
     by: dict[str, int] = field(default_factory=dict)
     estimate: int | None = None
     blocked: str | None = None
     requests: dict[str, int] | None = None  # finalised per-pod requests, None = unchanged
-    limits: dict[str, int] = field(default_factory=dict)
 
 
 class HvpaV2Policy:
@@ -532,8 +530,7 @@ class HvpaV2Policy:
             p = _Container(cname, buckets, s.container_policy(cname), req, lim, target, cur_total, new_total)
             plans.append(p)
             if new_total == cur_total:
-                p.no_change = True
-                continue
+                continue  # HVPA v2: no scaling wanted; finalise still re-derives it at the final count
             # HVPA v2: down only if both totals shrink or stay, otherwise up - erring on stability (3.2).
             p.up = any(new_total[r] > cur_total[r] for r in RESOURCES)
             p.by = self._replicas_by_resource(p, current)
