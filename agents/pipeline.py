@@ -48,7 +48,7 @@ from faust.types import TP
 from scaling.cloudevents import DECISION
 from scaling.errors import InvalidEvent
 from scaling.events import decode_event
-from schemas.codec import decode, encode
+from schemas.codec import encode, loads
 from streams.settings import WorkerSettings
 from streams.topics import TOPIC_OF_TYPE, topic_name
 
@@ -58,6 +58,8 @@ __all__ = ["Pipeline", "deadletter_record", "install"]
 
 log = logging.getLogger("tandem.worker")
 
+#: Input types that tandem also produces (its own recommendations, ``"source": "tandem"``).
+_OWN = frozenset({"hpa", "vpa"})
 #: How often the timer looks for releasable inboxes and idle partitions (seconds).
 TIMER_INTERVAL = 0.25
 
@@ -203,13 +205,14 @@ class Pipeline:
                         raw = tombstone(msg.key, msg.timestamp)
                         event = decode_event(raw)
                     else:
-                        raw, event = decode(value)
+                        raw = loads(value)
+                        if kind in _OWN and type(raw) is dict and raw.get("source") == "tandem":
+                            # tandem's own recommendation coming back: the core ignores it (section
+                            # 6), and its ts (the tick it was made at) must not hold the merge back.
+                            merger.observe(partition, kind, msg.offset, None, now)
+                            continue
+                        event = decode_event(raw)
                     check_routing(kind, msg.key, event)
-                    if kind in ("hpa", "vpa") and event.source == "tandem":
-                        # tandem's own recommendation coming back: the core ignores it, and its ts
-                        # (an old tick) must not hold the merge back.
-                        merger.observe(partition, kind, msg.offset, None, now)
-                        continue
                     if not offer(partition, kind, msg.offset, raw, event, now):
                         self.stats["redelivered"] += 1
                 except InvalidEvent as exc:
@@ -221,7 +224,6 @@ class Pipeline:
             out = Output()
             for p in touched:
                 out.extend(merger.release(p, self._highwaters(p)))
-            log.info("DEBUG batch %d touched %s out %d rej %d slots %d", len(events), touched, len(out.emitted), len(rejects), len(merger.slots))
             await self._publish(out, rejects)
             await self._persist()
 
@@ -316,7 +318,13 @@ class Pipeline:
         return out
 
     async def _publish(self, out: Output, rejects: list[bytes]) -> None:
-        """Send outputs and dead letters, and wait until the broker has them all."""
+        """Send outputs and dead letters, and wait until the broker has them all.
+
+        Their Kafka timestamp is processing time (the producer's default): the event time is in the
+        CloudEvent (``time``, ``data.tick``), and time retention must count from when a decision
+        was made, not from its tick, or the decisions of a replayed recording would be deleted by
+        the topic's retention as soon as they are written.
+        """
         if not out and not rejects:
             return
         send = self.app.producer.send
@@ -325,14 +333,13 @@ class Pipeline:
             k = key.encode()
             value = encode(ev)
             if kind == "audit":
-                tick = ev["data"].get("tick")
-                futures.append(await send(self.t_audit, k, value, None, tick, None))
+                futures.append(await send(self.t_audit, k, value, None, None, None))
                 if ev["type"] == DECISION and not ev["data"].get("dry_run"):
-                    futures.append(await send(self.t_actuator, k, value, None, tick, None))
+                    futures.append(await send(self.t_actuator, k, value, None, None, None))
                     self.stats["decisions"] += 1
                 self.stats["audit"] += 1
             elif kind in self.t_recommendation:
-                futures.append(await send(self.t_recommendation[kind], k, value, None, ev.get("ts"), None))
+                futures.append(await send(self.t_recommendation[kind], k, value, None, None, None))
                 self.stats["recommendations"] += 1
             else:  # pragma: no cover - the core emits only these kinds
                 log.error("tandem worker: unknown output kind %r dropped", kind)

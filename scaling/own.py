@@ -14,7 +14,7 @@ cluster's, and the drivers publish them (``tandem.hpa``/``tandem.vpa``, or
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .events import ContainerSample, HpaEvent, MetricEvent, Qty, VpaEvent, VpaRecommendation, WorkloadEvent
@@ -229,13 +229,19 @@ def own_vpa(
     else:
         published = None
     assert raw is not None
+    cached: tuple[Any, VpaEvent] | None = state._typed.get("vpa_own")
+    if cached is not None and cached[0] is raw["containers"]:
+        # between recommender runs the same recommendation holds; only its time moves
+        return replace(cached[1], ts=tick), published
     containers = {
         c: VpaRecommendation(
             **{part: {res: Qty.of(text) for res, text in values.items()} for part, values in r.items()}
         )
         for c, r in raw["containers"].items()
     }
-    return VpaEvent(tick, spec.workload, containers, tuple(raw["conditions"]), "tandem"), published
+    event = VpaEvent(tick, spec.workload, containers, tuple(raw["conditions"]), "tandem")
+    state._typed["vpa_own"] = (raw["containers"], event)
+    return event, published
 
 
 def _changed(rec: dict[str, Any], slot: str, raw: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any] | None:

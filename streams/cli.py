@@ -134,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
         ("topics", "streams.topics", "manage tandem's Kafka topics"),
         ("apply", "agents.applier", "apply decisions to one cluster"),
         ("collect", "agents.collector", "feed the input topics from one cluster"),
+        ("audit", "streams.audit", "filter and print the audit stream; 'audit explain KEY' tells its story"),
+        ("report", "streams.report", "write an HTML report (charts per workload) of a stream or an audit file"),
+        ("simulate", "streams.simulate", "compare policies on recorded demand in closed loop"),
     ):
         p = sub.add_parser(name, help=help_, add_help=False)
         p.add_argument("rest", nargs=argparse.REMAINDER)

@@ -14,6 +14,8 @@ variable                   default                               meaning
 ``TANDEM_PARTITIONS``      ``8``                                 partitions of every topic (the sharding
                                                                  ceiling: at most this many workers)
 ``TANDEM_REPLICATION``     ``1``                                 replication factor of created topics
+``TANDEM_RETENTION_MS``    section 2's (7 d, audit 90 d...)      time retention of created topics; -1
+                                                                 keeps all (needed for old recordings)
 ``TANDEM_STORE``           ``rocksdb://``                        table store (``memory://`` for tests)
 ``TANDEM_DATA_DIR``        ``./tandem-data``                     where RocksDB keeps tables (one per worker)
 ``TANDEM_APP_ID``          ``<prefix>worker``                    consumer group and changelog topic prefix
@@ -99,6 +101,8 @@ class KafkaSettings:
     prefix: str = DEFAULT_PREFIX
     partitions: int = DEFAULT_PARTITIONS
     replication: int = 1
+    #: Time retention of the created time-retained topics instead of section 2's defaults (-1: keep).
+    retention_ms: int | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -164,6 +168,14 @@ def add_kafka_options(p: argparse.ArgumentParser) -> None:
         default=env("replication", "1"),
         help="replication factor of created topics (env TANDEM_REPLICATION, default 1)",
     )
+    p.add_argument(
+        "--retention-ms",
+        type=int,
+        default=env("retention_ms"),
+        help="time retention of the topics created without compaction, instead of the defaults of "
+        "CONTRACT.md section 2; -1 keeps everything, which recordings from the past need "
+        "(env TANDEM_RETENTION_MS)",
+    )
 
 
 def add_core_options(p: argparse.ArgumentParser) -> None:
@@ -211,7 +223,7 @@ def load_core_settings(config: str | None, cluster: str | None, sync_period: flo
 
 def kafka_settings(args: argparse.Namespace) -> KafkaSettings:
     bootstrap_servers(args.broker)  # validate early
-    return KafkaSettings(args.broker, args.topic_prefix, args.partitions, args.replication)
+    return KafkaSettings(args.broker, args.topic_prefix, args.partitions, args.replication, args.retention_ms)
 
 
 def worker_settings(args: argparse.Namespace) -> WorkerSettings:
@@ -225,6 +237,7 @@ def worker_settings(args: argparse.Namespace) -> WorkerSettings:
         prefix=args.topic_prefix,
         partitions=args.partitions,
         replication=args.replication,
+        retention_ms=args.retention_ms,
         core=load_core_settings(args.config, args.cluster, args.sync_period),
         store=store,
         data_dir=Path(args.data_dir),

@@ -8,7 +8,11 @@ missing topics with :func:`ensure_topics` *before* its agents start, and refuses
 existing input topics with another partition count.
 
 ``workloads`` and ``policies`` are compacted (the latest value per workload is the truth; a
-``null`` policy deletes); the others are deleted by time.
+``null`` policy deletes); the others are deleted by time.  Kafka applies time retention to the
+*record timestamps*, and ``tandem publish`` stamps inputs with their event time: a recording older
+than the retention is deleted within ``log.retention.check.interval.ms`` (5 minutes by default) of
+being published.  Topics meant for such recordings are created with ``--retention-ms -1``
+(``TANDEM_RETENTION_MS``); ``tandem publish`` warns when it sees the problem.
 """
 
 from __future__ import annotations
@@ -74,13 +78,15 @@ class TopicSpec:
         return self.configs["cleanup.policy"]
 
 
-def topic_specs(prefix: str) -> list[TopicSpec]:
+def topic_specs(prefix: str, retention_ms: int | None = None) -> list[TopicSpec]:
+    """The topics of section 2; ``retention_ms`` replaces the time retention of the non-compacted ones."""
     specs = []
     for suffix in (*INPUT_TOPICS, *OUTPUT_TOPICS):
         if suffix in COMPACTED:
             configs = {"cleanup.policy": "compact"}
         else:
-            configs = {"cleanup.policy": "delete", "retention.ms": str(RETENTION_MS[suffix])}
+            ms = RETENTION_MS[suffix] if retention_ms is None else retention_ms
+            configs = {"cleanup.policy": "delete", "retention.ms": str(ms)}
         specs.append(TopicSpec(suffix, topic_name(prefix, suffix), configs))
     return specs
 
@@ -104,7 +110,7 @@ async def ensure_topics(settings: KafkaSettings, *, timeout: float = 30.0, stric
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
     from aiokafka.errors import TopicAlreadyExistsError, for_code
 
-    specs = topic_specs(settings.prefix)
+    specs = topic_specs(settings.prefix, settings.retention_ms)
     wanted = {s.name: s for s in specs}
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap, request_timeout_ms=int(timeout * 1000))
     await admin.start()
@@ -159,7 +165,7 @@ async def list_topics(settings: KafkaSettings) -> list[dict[str, Any]]:
     from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-    specs = topic_specs(settings.prefix)
+    specs = topic_specs(settings.prefix, settings.retention_ms)
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
     await admin.start()
     try:

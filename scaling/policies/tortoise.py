@@ -28,7 +28,7 @@ from ..errors import InvalidPolicy
 from ..events import HpaEvent, VpaEvent, WorkloadRef
 from ..history import PERIODS, ReplicaHistory, replica_bounds
 from ..outcome import Outcome, View
-from ..quantity import format_quantity, parse_duration, parse_quantity
+from ..quantity import bytes_of, format_quantity, parse_duration, parse_quantity
 from .base import get_path, int_field, mapping_field
 
 __all__ = [
@@ -348,8 +348,8 @@ def parse_tortoise(manifest: Mapping[str, Any], workload: WorkloadRef) -> Tortoi
     spec = mapping_field(manifest, "spec", required=True)
     meta = mapping_field(manifest, "metadata")
     name = str(meta.get("name") or workload.name)
-    refs = mapping_field(spec, "targetRefs", required=True)
-    target = mapping_field(refs, "scaleTargetRef", required=True)
+    refs = mapping_field(manifest, "spec.targetRefs", required=True)
+    target = mapping_field(manifest, "spec.targetRefs.scaleTargetRef", required=True)
     tname = target.get("name")
     if not isinstance(tname, str) or not tname:
         raise InvalidPolicy("spec.targetRefs.scaleTargetRef.name", "required string is missing")
@@ -411,7 +411,7 @@ def parse_tortoise(manifest: Mapping[str, Any], workload: WorkloadRef) -> Tortoi
             if t not in AUTOSCALING_TYPES:
                 raise InvalidPolicy(f"{w}.policy.{res}", f"{t!r} is not one of {', '.join(AUTOSCALING_TYPES)}")
             policies[cname][str(res)] = str(t)
-    max_r = int_field(spec, "maxReplicas", None, minimum=1, maximum=1_000_000)
+    max_r = int_field(manifest, "spec.maxReplicas", None, minimum=1, maximum=1_000_000)
     behavior = get_path(spec, "horizontalPodAutoscalerBehavior")
     if behavior is not None and not isinstance(behavior, Mapping):
         raise InvalidPolicy("spec.horizontalPodAutoscalerBehavior", "expected an HPA behavior object")
@@ -514,6 +514,21 @@ class TortoisePolicy:
         self.name = spec.name
         self.workload = spec.workload
         self._settings_cache: tuple[Mapping[str, Any] | None, TortoiseSettings] | None = None
+
+    @property
+    def own_vpa(self) -> Any:
+        """The monitor VPA Tortoise creates (``updateMode: Off``, ``minAllowed`` = ``minAllocatedResources``,
+        reference 2.g): tandem recommends it from ``metric`` samples when no cluster sends ``vpa`` events."""
+        from ..own import VpaTemplate
+        from ..recommend.vpa import ContainerPolicy as VpaContainerPolicy
+
+        policies = {
+            b.container: VpaContainerPolicy(
+                {r: v if r == "cpu" else bytes_of(v) for r, v in b.min_allocated.items() if r in RESOURCES}
+            )
+            for b in self.spec.resource_policy.values()
+        }
+        return VpaTemplate(policies)
 
     def settings(self, settings: Mapping[str, Any]) -> TortoiseSettings:
         raw = settings.get("tortoise")
@@ -1033,6 +1048,7 @@ class TortoisePolicy:
             if new_max > st.maximum_max_replicas:
                 new_max = st.maximum_max_replicas
             new_min = min(rec_min, st.maximum_min_replicas)
+            stepped: int | None = None
             if t.phase == "Emergency":
                 new_min = new_max
             elif t.phase == "BackToNormal":
@@ -1040,12 +1056,14 @@ class TortoisePolicy:
                 reduced = int(float(current) * st.reduction_factor)
                 if new_min > reduced:
                     t.phase = "Working"
-                    out.reasons.append(f"tortoise: BackToNormal finished at minReplicas {new_min}")
+                    out.reasons.append(f"tortoise: BackToNormal finished at minReplicas {min(new_min, new_max)}")
                 else:
-                    out.reasons.append(f"tortoise: BackToNormal: minReplicas {current} -> {reduced}")
+                    stepped = current
                     new_min = reduced
             # tandem invariant: never write minReplicas above maxReplicas (Tortoise PR #451, open).
             new_min = min(new_min, new_max)
+            if stepped is not None:
+                out.reasons.append(f"tortoise: BackToNormal: minReplicas {stepped} -> {new_min}")
             out.hpa["min_replicas"] = (before.min_replicas if before else None, new_min)
             out.hpa["max_replicas"] = (before.max_replicas if before else None, new_max)
         if hpa.targets is None:

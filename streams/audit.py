@@ -1,0 +1,603 @@
+"""``tandem audit``: read the audit stream, filter it, print it; ``tandem audit explain``: tell a story.
+
+    tandem audit [FILE|-] [--broker B] [--topic-prefix P | --topic T] [--cluster C] [--namespace N]
+                 [--workload NAME|KEY] [--type decision|blocked|applied|apply_failed]...
+                 [--since TIME] [--until TIME] [--format json|text]
+    tandem audit explain KEY [FILE|-] [--broker B] [--topic T] [--since TIME] [--until TIME]
+
+The audit stream is what ``tandem replay --out`` writes (CloudEvents, one JSON object per line;
+``.gz`` and ``-`` for stdin work too) or, without FILE, the ``<prefix>audit`` topic, read from the
+start of every partition up to the end offsets it had when the command started (no consumer group,
+nothing committed).  A line that is not a CloudEvent is reported on stderr and skipped.
+
+TIME is Unix seconds, an RFC 3339 / ISO 8601 time (``2025-11-04T07:00:00Z``; UTC when no offset is
+given; a bare date is its midnight), or a duration (``90s``, ``30m``, ``2h``, ``7d``) meaning that
+long before now.  An event's time is its ``data.tick`` (decisions and blocked reports) or its
+``time`` (applier results); ``--since`` is inclusive, ``--until`` exclusive.
+
+Exit codes: 0 success (also when nothing matched), 1 the broker cannot be read or explain found no
+event of the workload, 2 a usage error or a missing file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import IO, Any
+
+import orjson
+
+from .settings import DEFAULT_BROKER, DEFAULT_PREFIX, bootstrap_servers, env
+
+__all__ = [
+    "AuditEvent",
+    "Filter",
+    "describe_change",
+    "explain",
+    "human_quantity",
+    "main",
+    "parse_time",
+    "read_file",
+    "read_topic",
+    "text_line",
+]
+
+TYPES = {
+    "decision": "dev.tandem.decision.v1",
+    "blocked": "dev.tandem.blocked.v1",
+    "applied": "dev.tandem.applied.v1",
+    "apply_failed": "dev.tandem.apply_failed.v1",
+}
+SHORT = {v: k for k, v in TYPES.items()}
+
+#: What each blocked reason (CONTRACT.md section 4) means, completing "... because ...".
+REASON_WORDS = {
+    "Weight": "the policy's weights give this axis no share at this replica count",
+    "UpdatePolicy": "the update policy of this direction is Off",
+    "StabilizationWindow": "the previous change is still within the stabilization window",
+    "MaintenanceWindow": "it is outside the maintenance time window",
+    "MinChange": "the change is smaller than the policy's minimum change",
+    "ParadoxicalScaling": "it would resize against the direction the replicas move (paradoxical scaling)",
+    "Cooldown": "the cooldown since the last scaling has not passed",
+    "MinFactor": "the change factor is below the policy's minimum factor",
+    "Bounds": "it would leave the policy's bounds",
+    "DryRun": "the policy runs as a dry run",
+    "GatheringData": "the policy is still gathering data",
+}
+
+
+@dataclass
+class AuditEvent:
+    """One CloudEvent of the audit stream, with what filters and stories need pulled out."""
+
+    raw: bytes
+    event: dict[str, Any]
+    ts: float
+    seq: int
+
+    @property
+    def type(self) -> str:
+        return SHORT.get(str(self.event.get("type")), str(self.event.get("type")))
+
+    @property
+    def subject(self) -> str:
+        return str(self.event.get("subject", ""))
+
+    @property
+    def data(self) -> dict[str, Any]:
+        d = self.event.get("data")
+        return d if isinstance(d, dict) else {}
+
+    @property
+    def workload(self) -> tuple[str, str, str, str]:
+        wl = self.data.get("workload")
+        if isinstance(wl, Mapping) and all(isinstance(wl.get(k), str) for k in ("cluster", "namespace", "kind", "name")):
+            return (wl["cluster"], wl["namespace"], wl["kind"], wl["name"])
+        parts = [*self.subject.split("/", 3), "", "", ""]
+        return (parts[0], parts[1], parts[2], parts[3])
+
+
+# ----------------------------------------------------------------------------------- time
+
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d|w)$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_time(text: str, now: float | None = None) -> float:
+    """Unix seconds from a TIME option (see the module docstring); ValueError when it is none."""
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    m = _DURATION.match(text)
+    if m:
+        base = datetime.now(UTC).timestamp() if now is None else now
+        return base - float(m.group(1)) * _UNITS[m.group(2)]
+    iso = text.replace("z", "Z")
+    if iso.endswith("Z"):
+        iso = iso[:-1] + "+00:00"
+    try:
+        dt = datetime.fromisoformat(iso)
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not a time: give Unix seconds, RFC 3339 (2025-11-04T07:00:00Z) or a duration (2h)"
+        ) from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp()
+
+
+def _event_ts(ev: Mapping[str, Any]) -> float | None:
+    data = ev.get("data")
+    if isinstance(data, Mapping) and isinstance(data.get("tick"), int | float) and not isinstance(data["tick"], bool):
+        return float(data["tick"])
+    t = ev.get("time")
+    if isinstance(t, str):
+        try:
+            return parse_time(t)
+        except ValueError:
+            return None
+    return None
+
+
+def fmt_time(ts: float) -> str:
+    dt = datetime.fromtimestamp(ts, UTC)
+    return dt.strftime("%Y-%m-%d %H:%M:%S" + (".%f" if dt.microsecond else "")) + " UTC"
+
+
+# ----------------------------------------------------------------------------------- reading
+
+
+def _decode(raw: bytes, seq: int) -> AuditEvent:
+    try:
+        ev = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc})") from None
+    if not isinstance(ev, dict) or ev.get("specversion") != "1.0" or not isinstance(ev.get("type"), str):
+        raise ValueError("not a CloudEvent (no specversion 1.0 and type)")
+    ts = _event_ts(ev)
+    if ts is None:
+        raise ValueError("field 'time': missing or not an RFC 3339 time")
+    return AuditEvent(raw, ev, ts, seq)
+
+
+def read_file(path: str, err: IO[str] | None = None) -> list[AuditEvent]:
+    """The CloudEvents of an audit file in file order; bad lines are reported on ``err`` and skipped."""
+    from .inputs import iter_lines
+
+    err = err if err is not None else sys.stderr
+    out: list[AuditEvent] = []
+    for lineno, line in iter_lines(path):
+        try:
+            out.append(_decode(line, len(out)))
+        except ValueError as exc:
+            err.write(f"{path}:{lineno}: {exc}\n")
+    return out
+
+
+async def _read_topic(bootstrap: str, topic: str, timeout: float) -> list[tuple[int, int, bytes]]:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None, request_timeout_ms=int(timeout * 1000)
+    )
+    await consumer.start()
+    try:
+        if topic not in await consumer.topics():  # fetches the cluster's metadata
+            raise LookupError(f"topic {topic!r} does not exist")
+        ids = consumer.partitions_for_topic(topic)
+        if not ids:
+            raise LookupError(f"topic {topic!r} does not exist")
+        tps = [TopicPartition(topic, p) for p in sorted(ids)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
+        out: list[tuple[int, int, bytes]] = []
+        remaining = {tp for tp in tps if ends[tp] > await consumer.position(tp)}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while remaining:
+            if loop.time() > deadline:
+                raise TimeoutError(f"reading {topic} did not reach the end offsets within {timeout:g} s")
+            batch = await consumer.getmany(*remaining, timeout_ms=500)
+            for tp, records in batch.items():
+                for rec in records:
+                    if rec.offset < ends[tp] and rec.value is not None:
+                        out.append((tp.partition, rec.offset, rec.value))
+            for tp in list(remaining):
+                if await consumer.position(tp) >= ends[tp]:
+                    remaining.discard(tp)
+        return out
+    finally:
+        await consumer.stop()
+
+
+def read_topic(broker: str, topic: str, err: IO[str] | None = None, timeout: float = 60.0) -> list[AuditEvent]:
+    """The audit topic from the start up to its current end offsets, merged by event time."""
+    err = err if err is not None else sys.stderr
+    records = asyncio.run(_read_topic(bootstrap_servers(broker), topic, timeout))
+    out: list[AuditEvent] = []
+    for partition, offset, value in records:
+        try:
+            out.append(_decode(value, len(out)))
+        except ValueError as exc:
+            err.write(f"{topic}[{partition}]@{offset}: {exc}\n")
+    out.sort(key=lambda e: (e.ts, e.seq))
+    return out
+
+
+# ----------------------------------------------------------------------------------- filtering
+
+
+@dataclass
+class Filter:
+    cluster: str | None = None
+    namespace: str | None = None
+    workload: str | None = None
+    types: frozenset[str] = field(default_factory=frozenset)
+    since: float | None = None
+    until: float | None = None
+
+    def __call__(self, e: AuditEvent) -> bool:
+        cluster, namespace, kind, name = e.workload
+        if self.cluster is not None and cluster != self.cluster:
+            return False
+        if self.namespace is not None and namespace != self.namespace:
+            return False
+        if self.workload is not None:
+            if "/" in self.workload:
+                if f"{cluster}/{namespace}/{kind}/{name}" != self.workload and e.subject != self.workload:
+                    return False
+            elif name != self.workload:
+                return False
+        if self.types and e.type not in self.types:
+            return False
+        if self.since is not None and e.ts < self.since:
+            return False
+        return not (self.until is not None and e.ts >= self.until)
+
+
+# ----------------------------------------------------------------------------------- words
+
+
+def human_quantity(resource: str, value: Any) -> str:
+    """``"419430400"`` memory as ``400 MiB``, ``"1"`` CPU as ``1 core``; counts as they are."""
+    from scaling.quantity import parse_quantity
+
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    res = resource.rsplit("/", 1)[-1]
+    if res not in ("cpu", "memory"):
+        return str(value)
+    try:
+        milli = parse_quantity(value)
+    except Exception:
+        return str(value)
+    if res == "cpu":
+        if milli % 1000 == 0:
+            cores = milli // 1000
+            return f"{cores} core" + ("" if cores == 1 else "s")
+        return f"{milli}m" if milli < 1000 else f"{milli / 1000:g} cores"
+    b = milli / 1000
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if b >= size:
+            return f"{b / size:.3g} {unit}" if b / size < 100 else f"{b / size:.0f} {unit}"
+    return f"{b:.0f} B"
+
+
+def describe_change(data: Mapping[str, Any], *, prose: bool = False) -> list[str]:
+    """Each change of a decision's ``data`` as a phrase: ``replicas 2 -> 3`` (``replicas from 2 to 3``)."""
+
+    def ch(before: Any, after: Any) -> str:
+        return f"from {before} to {after}" if prose else f"{before} -> {after}"
+
+    out: list[str] = []
+    r = data.get("replicas")
+    if isinstance(r, Mapping):
+        out.append(f"replicas {ch(r.get('from'), r.get('to'))}")
+    for cname, sections in sorted((data.get("containers") or {}).items()):
+        for section in ("requests", "limits"):
+            for res, c in sorted((sections.get(section) or {}).items()):
+                word = "request" if section == "requests" else "limit"
+                before = "none" if c.get("from") is None else human_quantity(res, c.get("from"))
+                out.append(f"the {res} {word} of {cname} {ch(before, human_quantity(res, c.get('to')))}")
+    for fld, c in sorted((data.get("hpa") or {}).items()):
+        if fld == "target_utilization" and isinstance(c, Mapping):
+            for target, tc in sorted(c.items()):
+                out.append(f"the HPA's target utilization of {target} {ch(tc.get('from'), tc.get('to'))} %")
+        elif isinstance(c, Mapping) and "to" in c:
+            out.append(f"the HPA's {fld.replace('_', ' ')} {ch(c.get('from'), c.get('to'))}")
+    return out
+
+
+def describe_blocked(b: Mapping[str, Any]) -> str:
+    """``api/cpu to 350m (MinChange)``."""
+    target = str(b.get("target", "?"))
+    wanted = b.get("wanted")
+    what = target if wanted is None else f"{target} to {human_quantity(target, wanted)}"
+    return f"{what} ({b.get('reason', '?')})"
+
+
+def held_back(blocked: Sequence[Mapping[str, Any]]) -> str:
+    """Blocked changes grouped by reason, in words: ``api/cpu (to 350m) and ... because ... (MinChange)``."""
+    by_reason: dict[str, list[str]] = {}
+    for b in blocked:
+        target = str(b.get("target", "?"))
+        wanted = b.get("wanted")
+        what = target if wanted is None else f"{target} (to {human_quantity(target, wanted)})"
+        by_reason.setdefault(str(b.get("reason", "?")), []).append(what)
+    parts = []
+    for reason, whats in by_reason.items():
+        why = REASON_WORDS.get(reason)
+        parts.append(f"{_sentence(whats)}, because {why} ({reason})" if why else f"{_sentence(whats)} ({reason})")
+    return "; ".join(parts)
+
+
+def describe_inputs(inputs: Mapping[str, Any]) -> list[str]:
+    out: list[str] = []
+    for key, value in inputs.items():
+        if key == "replicas":
+            out.append(f"{value} replicas running")
+        elif key == "hpa_desired_replicas":
+            out.append(f"the HPA recommendation of {value} replicas")
+        elif key == "vpa_target" and isinstance(value, Mapping):
+            for cname, res in sorted(value.items()):
+                if isinstance(res, Mapping):
+                    parts = ", ".join(f"{r} {human_quantity(r, q)}" for r, q in sorted(res.items()))
+                    out.append(f"the VPA target for {cname} ({parts})")
+        elif key == "metric" and isinstance(value, Mapping) and "series" in value:
+            target = f" against a target of {value['target']:g}" if isinstance(value.get("target"), int | float) else ""
+            out.append(f"series {value['series']} at {value.get('value')}{target}")
+        elif key == "recommended_replicas" and isinstance(value, Mapping):
+            out.append(f"recommended replicas {value.get('min')}..{value.get('max')}")
+        else:
+            shown = value if isinstance(value, str | int | float) else orjson.dumps(value).decode()
+            out.append(f"{key.replace('_', ' ')} {shown}")
+    return out
+
+
+def _policy(data: Mapping[str, Any]) -> str:
+    p = data.get("policy") or {}
+    return f"{p.get('kind', '?')} {p.get('name', '?')} ({p.get('mode', '?')})"
+
+
+def text_line(e: AuditEvent) -> str:
+    """One readable line per event for ``--format text``."""
+    ts = datetime.fromtimestamp(e.ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    head = f"{ts}  {e.type:<12}  {e.subject}"
+    d = e.data
+    if e.type in ("decision", "blocked"):
+        parts = describe_change(d) if e.type == "decision" else []
+        body = "; ".join(parts)
+        if d.get("dry_run"):
+            body = "dry run: " + body
+        blocked = d.get("blocked") or []
+        if blocked:
+            body += ("; " if body else "") + "blocked " + ", ".join(describe_blocked(b) for b in blocked)
+        return f"{head}  {_policy(d)}  {body}"
+    if e.type == "applied":
+        extra = f" (patched {', '.join(map(str, d['patched']))})" if isinstance(d.get("patched"), list) else ""
+        return f"{head}  decision {d.get('decision', '?')} applied by {e.event.get('source', '?')}{extra}"
+    if e.type == "apply_failed":
+        return f"{head}  decision {d.get('decision', '?')} failed at {e.event.get('source', '?')}: {d.get('error', '?')}"
+    return f"{head}  {e.event.get('type')}"
+
+
+# ----------------------------------------------------------------------------------- explain
+
+
+def _sentence(items: Sequence[str]) -> str:
+    if not items:
+        return ""
+    if len(items) == 1:
+        return items[0]
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _resolve_key(key: str, events: Sequence[AuditEvent]) -> tuple[str | None, list[str]]:
+    """The workload key ``key`` names: a whole key, or a name (or ns/name) that is unique in the stream."""
+    keys = sorted({"/".join(e.workload) for e in events})
+    if key in keys:
+        return key, keys
+    matches = [k for k in keys if k.endswith("/" + key)]
+    if len(matches) == 1:
+        return matches[0], keys
+    return None, matches or keys
+
+
+def explain(key: str, events: Sequence[AuditEvent]) -> Iterator[str]:
+    """Paragraphs telling what happened to one workload, one per tick, oldest first.
+
+    The first paragraph is a summary; then one per tick with a decision or a blocked change:
+    inputs, rule (the decision's ``reasons``), result, what was held back and why, and who applied
+    it and when (applied/apply_failed events whose ``data.decision`` is the decision's id).
+    """
+    results: dict[str, list[AuditEvent]] = {}
+    mine = [e for e in events if "/".join(e.workload) == key]
+    for e in mine:
+        if e.type in ("applied", "apply_failed"):
+            results.setdefault(str(e.data.get("decision", "")), []).append(e)
+    ticks = sorted((e for e in mine if e.type in ("decision", "blocked")), key=lambda e: (e.ts, e.seq))
+    n_dec = sum(e.type == "decision" for e in ticks)
+    summary = f"{key}: {_count(ticks, 'tick')} with news, {_count(range(n_dec), 'decision')}"
+    summary += f" and {_count(range(len(ticks) - n_dec), 'tick')} where every wanted change was held back."
+    if not results:
+        summary += " This stream holds no applier results, so it does not say whether the decisions were applied."
+    yield summary
+    seen: set[str] = set()
+    for e in ticks:
+        d = e.data
+        lines = [f"{fmt_time(e.ts)} (tick {e.ts:.0f}). {_policy(d)}"]
+        inputs = describe_inputs(d.get("inputs") or {})
+        lines.append(f" saw {_sentence(inputs)}." if inputs else " had no inputs recorded.")
+        reasons = [str(r) for r in d.get("reasons") or ()]
+        if reasons:
+            lines.append(" Rule: " + "; ".join(r.rstrip(".") for r in reasons) + ".")
+        if e.type == "decision":
+            change = _sentence(describe_change(d, prose=True))
+            if d.get("dry_run"):
+                lines.append(f" Dry run, so nothing is applied: it would change {change}.")
+            else:
+                lines.append(f" Decision: {change}.")
+        else:
+            lines.append(" Nothing changed.")
+        blocked = d.get("blocked") or []
+        if blocked:
+            lines.append(f" Held back: {held_back(blocked)}.")
+        eid = str(e.event.get("id", ""))
+        seen.add(eid)
+        if e.type == "decision" and not d.get("dry_run") and results:
+            applied = results.get(eid, [])
+            for r in applied:
+                lines.append(" " + _applier_sentence(r))
+            if not applied:
+                lines.append(" No applier reported on it.")
+        yield "".join(lines)
+    orphans = [r for rid, rs in results.items() if rid not in seen for r in rs]
+    for r in sorted(orphans, key=lambda r: (r.ts, r.seq)):
+        yield (
+            f"{fmt_time(r.ts)}. " + _applier_sentence(r)[:-1] + f" for decision {r.data.get('decision')}, "
+            "which is not in this stream (before --since, or from another run)."
+        )
+
+
+def _applier_sentence(r: AuditEvent) -> str:
+    rd = r.data
+    who = r.event.get("source", "an applier")
+    by = f" ({rd['applier']})" if isinstance(rd.get("applier"), str) else ""
+    if r.type == "applied":
+        patched = rd.get("patched")
+        what = f", patching {_sentence([str(p) for p in patched])}" if isinstance(patched, list) and patched else ""
+        return f"Applied by {who}{by} at {fmt_time(r.ts)}{what}."
+    return f"The applier {who}{by} failed at {fmt_time(r.ts)}: {rd.get('error', 'no error given')}."
+
+
+# ----------------------------------------------------------------------------------- CLI
+
+
+def _add_source_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--broker", default=env("broker"), help=f"read the audit topic here (default {DEFAULT_BROKER})")
+    p.add_argument("--topic-prefix", default=env("topic_prefix", DEFAULT_PREFIX), help="topic prefix (default tandem.)")
+    p.add_argument("--topic", default=env("topic"), help="audit topic (default <prefix>audit)")
+    p.add_argument("--since", default=env("since"), help="only events at or after TIME")
+    p.add_argument("--until", default=env("until"), help="only events before TIME")
+
+
+def _read(args: argparse.Namespace, prog: str) -> list[AuditEvent] | int:
+    from pathlib import Path
+
+    if args.file is not None and args.broker:
+        print(f"{prog}: give a FILE or --broker, not both", file=sys.stderr)
+        return 2
+    if args.file is not None:
+        if args.file != "-" and not Path(args.file).is_file():
+            print(f"{prog}: {args.file}: no such file", file=sys.stderr)
+            return 2
+        return read_file(args.file)
+    broker = args.broker or DEFAULT_BROKER
+    topic = args.topic or f"{args.topic_prefix}audit"
+    try:
+        return read_topic(broker, topic)
+    except Exception as exc:
+        print(f"{prog}: cannot read {topic} on {broker}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _times(args: argparse.Namespace, prog: str) -> tuple[float | None, float | None] | int:
+    try:
+        since = parse_time(args.since) if args.since else None
+        until = parse_time(args.until) if args.until else None
+    except ValueError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    return since, until
+
+
+def _main_list(argv: Sequence[str]) -> int:
+    prog = "tandem audit"
+    p = argparse.ArgumentParser(prog=prog, description="filter and print the audit stream")
+    p.add_argument("file", nargs="?", help="audit JSON Lines file (.jsonl, .jsonl.gz, - for stdin); none: Kafka")
+    _add_source_options(p)
+    p.add_argument("--cluster", default=env("cluster"), help="only this cluster")
+    p.add_argument("--namespace", default=env("namespace"), help="only this namespace")
+    p.add_argument("--workload", default=env("workload"), help="only this workload: a name or a whole key")
+    p.add_argument(
+        "--type",
+        action="append",
+        choices=sorted(TYPES),
+        default=[t for t in str(env("type", "")).split(",") if t],
+        help="only this event type (repeatable)",
+    )
+    p.add_argument("--format", choices=("json", "text"), default=env("format", "json"), help="output format")
+    args = p.parse_args(list(argv))
+    bad = [t for t in args.type if t not in TYPES]
+    if bad:
+        p.error(f"--type {bad[0]!r}: expected one of {', '.join(sorted(TYPES))}")
+    times = _times(args, prog)
+    if isinstance(times, int):
+        return times
+    events = _read(args, prog)
+    if isinstance(events, int):
+        return events
+    keep = Filter(args.cluster, args.namespace, args.workload, frozenset(args.type), *times)
+    out = sys.stdout.buffer
+    try:
+        for e in events:
+            if not keep(e):
+                continue
+            if args.format == "json":
+                out.write(e.raw + b"\n")
+            else:
+                out.write(text_line(e).encode() + b"\n")
+        out.flush()
+    except BrokenPipeError:  # `tandem audit ... | head`
+        sys.stderr.close()
+    return 0
+
+
+def _main_explain(argv: Sequence[str]) -> int:
+    prog = "tandem audit explain"
+    p = argparse.ArgumentParser(prog=prog, description="tell, tick by tick, what tandem did to one workload and why")
+    p.add_argument("key", help="workload key cluster/namespace/kind/name (or a name unique in the stream)")
+    p.add_argument("file", nargs="?", help="audit JSON Lines file (- for stdin); none: Kafka")
+    _add_source_options(p)
+    args = p.parse_args(list(argv))
+    times = _times(args, prog)
+    if isinstance(times, int):
+        return times
+    events = _read(args, prog)
+    if isinstance(events, int):
+        return events
+    key, candidates = _resolve_key(args.key, events)
+    if key is None:
+        some = ", ".join(candidates[:10]) or "none"
+        print(f"{prog}: no workload {args.key!r} in the audit stream (workloads: {some})", file=sys.stderr)
+        return 1
+    keep = Filter(since=times[0], until=times[1])
+    paragraphs = list(explain(key, [e for e in events if keep(e)]))
+    out = sys.stdout
+    try:
+        out.write("\n\n".join(paragraphs) + "\n")
+        out.flush()
+    except BrokenPipeError:
+        sys.stderr.close()
+    return 0
+
+
+def _count(items: Iterable[object], word: str) -> str:
+    n = len(list(items))
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def main(argv: Sequence[str]) -> int:
+    argv = list(argv)
+    if argv and argv[0] == "explain":
+        return _main_explain(argv[1:])
+    return _main_list(argv)

@@ -1,0 +1,333 @@
+"""``tandem simulate``: recorded demand through policies in closed loop, compared on cost and risk.
+
+No autoscaler answers "what would this policy have done to last month's traffic, and what would
+it have cost?".  The simulator derives each workload's *demand* from a recorded stream (total CPU
+cores and memory bytes across its pods, per container, at each sample time), then, for each
+policy file, drives the very same decision core (``scaling.engine.Engine``) in closed loop:
+
+* a simulated workload starts from the first recorded spec (replicas, requests, limits);
+* at each sample time its per-pod usage is demand divided over the *simulated* replicas, sent to
+  the core as ``metric`` samples, so tandem's own HPA and VPA recommenders see the simulated usage
+  (recorded ``hpa``/``vpa`` events are not passed on: they describe the recorded cluster);
+  memory above the simulated limit is an OOM kill (``"oom": true``);
+* every decision is applied after ``--delay`` seconds (pod start-up), and the simulated workload
+  reports its new spec as a ``workload`` event, as a collector would;
+* named series (custom metrics) are replayed as recorded: they cannot be re-derived in general.
+
+Outcomes per policy and workload: requested CPU core-hours and memory GiB-hours (cost), hours with
+usage above requests and above limits, samples at max replicas with CPU demand above capacity
+(replicas × request), rolling updates (decisions that change requests or limits) and replica
+changes (disruption).  The simulator is a driver like the replay: it adds no decision rule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from scaling.cloudevents import DECISION
+from scaling.engine import Engine, policy_event
+from scaling.events import ContainerSample, MetricEvent, PolicyEvent, WorkloadEvent, WorkloadRef
+from scaling.policies import parse_policy
+from scaling.quantity import format_quantity, parse_quantity
+from scaling.settings import Settings
+
+from .inputs import load_manifests
+from .replay import ReplayStats, read_events
+
+__all__ = ["Demand", "Outcome", "derive_demand", "main", "simulate"]
+
+GIB = 2**30
+
+
+@dataclass
+class Demand:
+    """One workload's recorded demand: its first spec and per-sample container totals."""
+
+    workload: WorkloadRef
+    replicas: int
+    requests: dict[str, dict[str, int]]  # container -> resource -> milli-units
+    limits: dict[str, dict[str, int]]
+    #: (ts, {container: (cpu cores, memory bytes)}) summed over the recorded pods
+    points: list[tuple[float, dict[str, tuple[float, float]]]] = field(default_factory=list)
+    #: recorded named-series samples, replayed unchanged: (ts, raw sample dicts)
+    series: list[tuple[float, list[dict[str, Any]]]] = field(default_factory=list)
+
+
+@dataclass
+class Outcome:
+    policy: str
+    workload: str
+    cpu_core_hours: float = 0.0
+    memory_gib_hours: float = 0.0
+    hours_over_requests: float = 0.0
+    hours_over_limits: float = 0.0
+    saturated_samples: int = 0
+    rolling_updates: int = 0
+    replica_changes: int = 0
+    decisions: int = 0
+    samples: int = 0
+    #: (tick, replicas, {container: {resource: request milli}}) after each applied decision
+    timeline: list[tuple[float, int, dict[str, dict[str, int]]]] = field(default_factory=list)
+
+    def row(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("timeline")
+        return d
+
+
+def derive_demand(events: Sequence[tuple[float, int, Any, Any]]) -> dict[str, Demand]:
+    """Per workload key: the first recorded spec and the demand at every sample time."""
+    demands: dict[str, Demand] = {}
+    pending: dict[str, list[tuple[float, dict[str, tuple[float, float]], list[dict[str, Any]]]]] = {}
+    for ts, _, (_, _, raw), event in events:
+        key = event.workload.key
+        if isinstance(event, WorkloadEvent) and key not in demands:
+            demands[key] = Demand(
+                event.workload,
+                max(event.replicas, 1),
+                {c: {r: q.milli for r, q in res.requests.items()} for c, res in event.containers.items()},
+                {c: {r: q.milli for r, q in res.limits.items()} for c, res in event.containers.items()},
+            )
+        elif isinstance(event, MetricEvent):
+            totals: dict[str, tuple[float, float]] = {}
+            for s in event.samples:
+                cpu, mem = totals.get(s.container, (0.0, 0.0))
+                totals[s.container] = (cpu + (s.cpu or 0.0), mem + (s.memory or 0))
+            series = [s for s in (raw.get("samples") or [raw]) if isinstance(s, dict) and "series" in s]
+            pending.setdefault(key, []).append((ts, totals, series))
+    for key, points in pending.items():
+        d = demands.get(key)
+        if d is None:
+            continue  # no recorded spec: nothing to start the simulation from
+        for ts, totals, series in points:
+            if totals:
+                d.points.append((ts, totals))
+            if series:
+                d.series.append((ts, series))
+    return demands
+
+
+@dataclass
+class _Sim:
+    replicas: int
+    requests: dict[str, dict[str, int]]
+    limits: dict[str, dict[str, int]]
+
+    def workload_event(self, ref: WorkloadRef, ts: float) -> dict[str, Any]:
+        return {
+            "type": "workload",
+            "ts": ts,
+            "workload": ref.as_dict(),
+            "replicas": self.replicas,
+            "containers": {
+                c: {
+                    "requests": {r: format_quantity(r, v) for r, v in sorted(self.requests.get(c, {}).items())},
+                    "limits": {r: format_quantity(r, v) for r, v in sorted(self.limits.get(c, {}).items())},
+                }
+                for c in sorted(set(self.requests) | set(self.limits))
+            },
+        }
+
+    def apply(self, data: dict[str, Any]) -> tuple[bool, bool]:
+        replica_change = "replicas" in data
+        if replica_change:
+            self.replicas = data["replicas"]["to"]
+        vertical = False
+        for c, sections in data.get("containers", {}).items():
+            for section in ("requests", "limits"):
+                for r, ch in sections.get(section, {}).items():
+                    getattr(self, section).setdefault(c, {})[r] = parse_quantity(ch["to"])
+                    vertical = True
+        return replica_change, vertical
+
+
+def simulate_one(
+    demand: Demand, manifest: dict[str, Any], policy_name: str, settings: Settings, delay: float
+) -> Outcome:
+    """Run one policy over one workload's demand in closed loop."""
+    ref = demand.workload
+    out = Outcome(policy_name, ref.key)
+    engine = Engine(settings)
+    raw_policy = policy_event(manifest, settings.cluster)
+    raw_policy["workload"] = ref.as_dict()
+    raw_policy["ts"] = demand.points[0][0] if demand.points else 0.0
+    policy = parse_policy(manifest, ref)
+    max_replicas: int | None = getattr(getattr(policy, "spec", None), "max_replicas", None)
+    sim = _Sim(
+        demand.replicas,
+        {c: dict(v) for c, v in demand.requests.items()},
+        {c: dict(v) for c, v in demand.limits.items()},
+    )
+    if not demand.points:
+        return out
+    t0 = demand.points[0][0]
+    engine.process(raw_policy, PolicyEvent(t0, ref, manifest))
+    first = sim.workload_event(ref, t0)
+    pending: list[tuple[float, dict[str, Any]]] = []
+
+    def feed(raw: dict[str, Any], event: Any = None) -> None:
+        for kind, ev in engine.process(raw, event):
+            if kind == "audit" and ev["type"] == DECISION and not ev["data"]["dry_run"]:
+                pending.append((ev["data"]["tick"] + delay, ev["data"]))
+                out.decisions += 1
+
+    feed(first)
+    series = iter(demand.series)
+    next_series = next(series, None)
+    cursor = t0  # outcomes are integrated up to here
+    totals: dict[str, tuple[float, float]] = demand.points[0][1]
+
+    def advance(until: float) -> None:
+        nonlocal cursor
+        if until > cursor:
+            _accumulate(out, until - cursor, sim.replicas, sim.requests, sim.limits, totals)
+            cursor = until
+
+    for ts, point in demand.points:
+        while pending and pending[0][0] <= ts:
+            due, data = pending.pop(0)
+            advance(due)
+            replica_change, vertical = sim.apply(data)
+            out.replica_changes += replica_change
+            out.rolling_updates += vertical
+            out.timeline.append((due, sim.replicas, {c: dict(v) for c, v in sim.requests.items()}))
+            feed(sim.workload_event(ref, due))
+        advance(ts)
+        totals = point
+        while next_series is not None and next_series[0] <= ts:
+            s_ts, samples = next_series
+            feed({"type": "metric", "ts": s_ts, "workload": ref.as_dict(), "samples": samples})
+            next_series = next(series, None)
+        n = sim.replicas
+        samples: list[ContainerSample] = []
+        for c, (cpu, mem) in sorted(totals.items()):
+            per_cpu = cpu / n
+            per_mem = int(mem / n)
+            limit = sim.limits.get(c, {}).get("memory")
+            oom = limit is not None and per_mem * 1000 > limit
+            samples.extend(ContainerSample(f"sim-{i}", c, per_cpu, per_mem, True, oom) for i in range(n))
+        feed({}, MetricEvent(ts, ref, tuple(samples)))
+        # Nothing recorded can arrive for this tick any more: reconcile it now, so a decision
+        # takes effect ``delay`` after its tick and not one sample later.
+        for kind, ev in engine.flush():
+            if kind == "audit" and ev["type"] == DECISION and not ev["data"]["dry_run"]:
+                pending.append((ev["data"]["tick"] + delay, ev["data"]))
+                out.decisions += 1
+        out.samples += 1
+        if max_replicas is not None and n >= max_replicas:
+            capacity = n * sum(r.get("cpu", 0) for r in sim.requests.values()) / 1000
+            if sum(cpu for cpu, _ in totals.values()) > capacity:
+                out.saturated_samples += 1
+    return out
+
+
+def _accumulate(
+    out: Outcome,
+    dt: float,
+    n: int,
+    requests: dict[str, dict[str, int]],
+    limits: dict[str, dict[str, int]],
+    totals: dict[str, tuple[float, float]],
+) -> None:
+    hours = dt / 3600
+    out.cpu_core_hours += n * sum(r.get("cpu", 0) for r in requests.values()) / 1000 * hours
+    out.memory_gib_hours += n * sum(r.get("memory", 0) for r in requests.values()) / 1000 / GIB * hours
+    over_req = over_lim = False
+    for c, (cpu, mem) in totals.items():
+        per = {"cpu": cpu / n * 1000, "memory": mem / n * 1000}
+        for res, used in per.items():
+            req = requests.get(c, {}).get(res)
+            lim = limits.get(c, {}).get(res)
+            over_req = over_req or (req is not None and used > req)
+            over_lim = over_lim or (lim is not None and used > lim)
+    out.hours_over_requests += hours if over_req else 0.0
+    out.hours_over_limits += hours if over_lim else 0.0
+
+
+def simulate(
+    paths: Sequence[str], policy_files: Sequence[str], settings: Settings, delay: float, err: IO[str]
+) -> list[Outcome]:
+    stats = ReplayStats()
+    events = read_events(paths, lambda msg: err.write(msg + "\n"), stats)
+    events.sort(key=lambda e: e[0])
+    demands = derive_demand(events)
+    outcomes: list[Outcome] = []
+    for path in policy_files:
+        name = Path(path).stem
+        for manifest in load_manifests(path):
+            key = policy_event(manifest, settings.cluster)["workload"]
+            ref = WorkloadRef(**key)
+            demand = demands.get(ref.key)
+            if demand is None:
+                err.write(f"tandem simulate: {path}: no recorded demand for {ref.key}\n")
+                continue
+            outcomes.append(simulate_one(demand, manifest, name, settings, delay))
+    return outcomes
+
+
+COLUMNS = (
+    ("policy", "policy", "{}"),
+    ("workload", "workload", "{}"),
+    ("cpu_core_hours", "CPU core-h", "{:.1f}"),
+    ("memory_gib_hours", "mem GiB-h", "{:.1f}"),
+    ("hours_over_requests", "h > requests", "{:.2f}"),
+    ("hours_over_limits", "h > limits", "{:.2f}"),
+    ("saturated_samples", "saturated", "{}"),
+    ("rolling_updates", "rollouts", "{}"),
+    ("replica_changes", "replica chg", "{}"),
+)
+
+
+def table(outcomes: Sequence[Outcome]) -> str:
+    """The comparison table, one row per policy and workload, then one total per policy."""
+    rows = [[fmt.format(getattr(o, attr)) for attr, _, fmt in COLUMNS] for o in outcomes]
+    totals: dict[str, Outcome] = {}
+    for o in outcomes:
+        t = totals.setdefault(o.policy, Outcome(o.policy, "(all)"))
+        for attr, _, _ in COLUMNS[2:]:
+            setattr(t, attr, getattr(t, attr) + getattr(o, attr))
+    rows += [[fmt.format(getattr(t, attr)) for attr, _, fmt in COLUMNS] for t in totals.values()]
+    header = [title for _, title, _ in COLUMNS]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    lines = [
+        "  ".join(h.ljust(w) if i < 2 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths, strict=True)))
+    ]
+    for r in rows:
+        lines.append(
+            "  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True)))
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog="tandem simulate", description=__doc__.splitlines()[0])
+    parser.add_argument("files", nargs="+", help="recorded streams (JSON Lines, .gz, - for stdin)")
+    parser.add_argument("--policy", action="append", required=True, help="a policy file to compare (repeatable)")
+    parser.add_argument("--delay", type=float, default=30.0, help="seconds from a decision to its effect")
+    parser.add_argument("--config", help="settings YAML file")
+    parser.add_argument("--sync-period", type=float, default=None)
+    parser.add_argument("--cluster", default=None)
+    parser.add_argument("--json", dest="json_out", help="also write the outcomes as JSON to this file")
+    args = parser.parse_args(list(argv))
+    from .inputs import load_yaml_file
+
+    raw: dict[str, Any] = {}
+    if args.config:
+        raw = load_yaml_file(args.config)[0]
+    settings = Settings.from_mapping(raw, cluster=args.cluster, sync_period=args.sync_period)
+    for path in [*args.files, *args.policy]:
+        if path != "-" and not Path(path).is_file():
+            print(f"tandem simulate: {path}: no such file", file=sys.stderr)
+            return 2
+    outcomes = simulate(args.files, args.policy, settings, args.delay, sys.stderr)
+    print(table(outcomes))
+    if args.json_out:
+        Path(args.json_out).write_bytes(orjson.dumps([o.row() for o in outcomes], option=orjson.OPT_INDENT_2))
+    return 0
