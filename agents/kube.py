@@ -16,6 +16,7 @@ thread (``asyncio.to_thread``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -27,8 +28,8 @@ from urllib.parse import quote
 __all__ = [
     "DEPLOYMENTS",
     "HPAS",
-    "POD_METRICS",
     "PODS",
+    "POD_METRICS",
     "POLICY_RESOURCES",
     "STATEFULSETS",
     "VPAS",
@@ -151,9 +152,9 @@ def _open(
         header_params=headers,
         auth_settings=["BearerToken"],
     )
-    payload = None if body is None else (body if isinstance(body, str | bytes) else json.dumps(body))
+    # The REST client serialises a dict body itself, for JSON and for the structured YAML of an apply.
     try:
-        return api.call_api(method_, url, header_params=headers, body=payload, _request_timeout=timeout)
+        return api.call_api(method_, url, header_params=headers, body=body, _request_timeout=timeout)
     except Exception as exc:  # urllib3: refused, reset, timed out, TLS...
         from kubernetes.client.exceptions import ApiException
 
@@ -257,10 +258,8 @@ def watch(
     except Exception as exc:  # the connection broke mid-stream
         raise KubeError(0, type(exc).__name__, str(exc)) from None
     finally:
-        try:
+        with contextlib.suppress(Exception):
             resp.response.release_conn()
-        except Exception:  # pragma: no cover - best effort
-            pass
 
 
 def served(api: Any, res: Resource) -> bool:

@@ -125,7 +125,9 @@ class Pipeline:
         self.need_reload = True
         self.starts_known = False
         self.assigned: set[int] = set()
-        self.stats = defaultdict(int)
+        self.stats: defaultdict[str, int] = defaultdict(int)
+        self._stats_logged: dict[str, int] = {}
+        self._stats_at = 0.0
         self.source = app.topic(
             *self.kind_of_topic,
             key_type=bytes,
@@ -165,6 +167,19 @@ class Pipeline:
         app.timer(TIMER_INTERVAL, name="tandem.idle")(idle_timer)
         app.on_partitions_revoked.connect(self.on_revoked)
         app.on_partitions_assigned.connect(self.on_assigned)
+        app.on_before_shutdown.connect(self.on_shutdown)
+
+    async def on_shutdown(self, sender: Any, **kwargs: Any) -> None:
+        self.log_stats(force=True)
+
+    def log_stats(self, force: bool = False) -> None:
+        """One INFO line with the counters, at most every 5 s and only when they changed."""
+        now = time.monotonic()
+        if not force and (now - self._stats_at < 5.0 or self.stats == self._stats_logged):
+            return
+        self._stats_at = now
+        self._stats_logged = dict(self.stats)
+        log.info("tandem worker: stats %s", " ".join(f"{k}={v}" for k, v in sorted(self.stats.items())) or "-")
 
     async def on_revoked(self, sender: Any, revoked: Iterable[TP], **kwargs: Any) -> None:
         # Faust has drained the agent; wait for a timer round in flight, then make its writes land
@@ -231,6 +246,7 @@ class Pipeline:
 
     async def on_timer(self) -> None:
         app = self.app
+        self.log_stats()
         if app.rebalancing or getattr(app, "in_recovery", False) or app.should_stop:
             return
         async with self.lock:

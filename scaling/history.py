@@ -13,8 +13,8 @@ the size never grows, whatever the length of the stream.  ``-1`` marks a slot wi
 
 Weeks start on Sunday in the history's time zone (Tortoise lists its slots Sunday..Saturday and
 converts ``now`` to the admin ``TimeZone``); a week index is ``date.toordinal() // 7`` of the local
-date (ordinal 7, 0001-01-07, was a Sunday).  ``to_dict``/``from_dict`` give a compact JSON value
-(lists of ints) for the policy memory and Faust tables.
+date (ordinal 7, 0001-01-07, was a Sunday).  ``to_dict``/``from_dict`` give a compact JSON value for
+the policy memory and Faust tables.
 
 Tortoise itself keeps one decaying running max per slot instead (reference ``tortoise.md`` 2.a);
 ``docs/tortoise.md`` explains why tandem follows the seed.
@@ -22,7 +22,10 @@ Tortoise itself keeps one decaying running max per slot instead (reference ``tor
 
 from __future__ import annotations
 
+import json
 import math
+import re
+from array import array
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -34,6 +37,10 @@ __all__ = ["EMPTY", "PERIODS", "WEEKS", "ReplicaHistory", "replica_bounds"]
 WEEKS = 4
 #: A slot without any sample.
 EMPTY = -1
+#: Peaks are stored as int32; tandem's events refuse replica counts above 1,000,000 anyway.
+_INT32_MAX = 2**31 - 1
+#: A serialised row: peaks of at most 10 digits, or -1, joined by commas.
+_ROW = re.compile(r"(?:-1|[0-9]{1,10})(?:,(?:-1|[0-9]{1,10}))*")
 #: ``weekly``: the same slot on the same weekday of the last 4 weeks; ``daily``: the same slot of
 #: the last 4 days (Tortoise's ``GatheringDataPeriodType``).
 PERIODS = ("weekly", "daily")
@@ -42,7 +49,7 @@ PERIODS = ("weekly", "daily")
 class ReplicaHistory:
     """Peak replicas per (week, weekday, slot) for the last :data:`WEEKS` weeks."""
 
-    __slots__ = ("_zone", "per_day", "rows", "timezone", "weeks", "width")
+    __slots__ = ("_text", "_zone", "per_day", "rows", "timezone", "weeks", "width")
 
     def __init__(self, timezone: str = "Asia/Tokyo", width_hours: int = 1) -> None:
         if isinstance(width_hours, bool) or not isinstance(width_hours, int) or not 1 <= width_hours <= 24:
@@ -58,8 +65,11 @@ class ReplicaHistory:
         self.per_day = 24 // width_hours
         #: Week index held by each row (``EMPTY`` for a row never used).
         self.weeks: list[int] = [EMPTY] * WEEKS
-        #: ``rows[r][day * per_day + slot]``: the peak replicas seen in that slot of week ``weeks[r]``.
-        self.rows: list[list[int]] = [[EMPTY] * (7 * self.per_day) for _ in range(WEEKS)]
+        #: ``rows[r][day * per_day + slot]``: the peak replicas seen in that slot of week ``weeks[r]``
+        #: (int32: 4 bytes a slot).
+        self.rows: list[array[int]] = [array("i", [EMPTY]) * (7 * self.per_day) for _ in range(WEEKS)]
+        #: Serialised rows, ``None`` once a row changed (``to_dict`` re-encodes only those).
+        self._text: list[str | None] = [None] * WEEKS
 
     # --- time -------------------------------------------------------------------------------
 
@@ -79,25 +89,31 @@ class ReplicaHistory:
     # --- updates ----------------------------------------------------------------------------
 
     def observe(self, ts: float, replicas: int) -> bool:
-        """Fold ``replicas`` seen at ``ts`` into its slot; ``False`` if ``ts`` is older than the ring."""
+        """Fold ``replicas`` seen at ``ts`` into its slot; ``True`` if the history changed.
+
+        A sample older than the ring (its week's row already holds a newer week) is dropped.
+        """
         if replicas < 0:
             raise ValueError(f"replicas {replicas} < 0")
         ordinal, slot = self.locate(ts)
         week, day = divmod(ordinal, 7)
         r = week % WEEKS
         held = self.weeks[r]
+        changed = False
         if held != week:
             if held > week:
                 return False  # a newer week already took this row: the sample is > 4 weeks old
             self.weeks[r] = week
-            row = self.rows[r]
-            for i in range(len(row)):
-                row[i] = EMPTY
+            self.rows[r] = array("i", [EMPTY]) * len(self.rows[r])
+            changed = True
         row = self.rows[r]
         pos = day * self.per_day + slot
         if replicas > row[pos]:
-            row[pos] = replicas
-        return True
+            row[pos] = min(replicas, _INT32_MAX)
+            changed = True
+        if changed:
+            self._text[r] = None
+        return changed
 
     # --- queries ----------------------------------------------------------------------------
 
@@ -128,6 +144,8 @@ class ReplicaHistory:
             rows = [row for r, row in enumerate(self.rows) if week - WEEKS < self.weeks[r] <= week]
             if not rows:
                 return False
+            if len(rows) == 1:
+                return min(rows[0]) != EMPTY
             return bool(min(map(max, zip(*rows, strict=True))) != EMPTY)
         for slot in range(self.per_day):
             if all(self._cell(ordinal - k, slot) == EMPTY for k in range(WEEKS)):
@@ -137,12 +155,14 @@ class ReplicaHistory:
     # --- serialisation ----------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "tz": self.timezone,
-            "width": self.width,
-            "weeks": list(self.weeks),
-            "max": [list(r) for r in self.rows],
-        }
+        """``{"tz", "width", "weeks": [4 ints], "max": [4 strings]}``: each row as its peaks joined by
+        commas, ``-1`` for a slot without sample (``"3,3,-1,12,..."``; a JSON array without brackets,
+        so that decoding is one ``json.loads``)."""
+        text = self._text
+        for r, t in enumerate(text):
+            if t is None:
+                text[r] = ",".join(map(str, self.rows[r]))
+        return {"tz": self.timezone, "width": self.width, "weeks": list(self.weeks), "max": list(text)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ReplicaHistory:
@@ -157,13 +177,22 @@ class ReplicaHistory:
         if not isinstance(weeks, list) or len(weeks) != WEEKS or not all(_is_int(w) for w in weeks):
             raise ValueError(f"history: expected {WEEKS} week indexes")
         size = 7 * h.per_day
-        if not isinstance(rows, list) or len(rows) != WEEKS:
+        if not isinstance(rows, list) or len(rows) != WEEKS or not all(isinstance(r, str) for r in rows):
             raise ValueError(f"history: expected {WEEKS} rows")
-        for row in rows:
-            if not isinstance(row, list) or len(row) != size or not all(_is_int(v) and v >= EMPTY for v in row):
-                raise ValueError(f"history: expected rows of {size} integers >= -1")
+        parsed = []
+        for text in rows:
+            if _ROW.fullmatch(text) is None:
+                raise ValueError("history: a row is integers >= -1 joined by commas")
+            try:
+                row = array("i", json.loads(f"[{text}]"))
+            except OverflowError:
+                raise ValueError("history: a peak does not fit in 32 bits") from None
+            if len(row) != size:
+                raise ValueError(f"history: expected rows of {size} slots")
+            parsed.append(row)
         h.weeks = list(weeks)
-        h.rows = [list(row) for row in rows]
+        h.rows = parsed
+        h._text = list(rows)
         return h
 
 

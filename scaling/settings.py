@@ -62,6 +62,10 @@ class Settings:
             where, _, why = str(exc).partition(": ")
             raise InvalidPolicy(where, why or where) from None
         vpa_config = VpaConfig.from_mapping(sections["vpa"])
+        # Tortoise's cluster-admin keys: validated now, so a bad key is a settings error at start-up
+        from .policies.tortoise import TortoiseSettings
+
+        TortoiseSettings.from_mapping(sections["tortoise"])
         return cls(
             float(period), cluster, sections["hpa"], sections["vpa"], sections["tortoise"], hpa_config, vpa_config
         )

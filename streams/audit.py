@@ -96,7 +96,9 @@ class AuditEvent:
     @property
     def workload(self) -> tuple[str, str, str, str]:
         wl = self.data.get("workload")
-        if isinstance(wl, Mapping) and all(isinstance(wl.get(k), str) for k in ("cluster", "namespace", "kind", "name")):
+        if isinstance(wl, Mapping) and all(
+            isinstance(wl.get(k), str) for k in ("cluster", "namespace", "kind", "name")
+        ):
             return (wl["cluster"], wl["namespace"], wl["kind"], wl["name"])
         parts = [*self.subject.split("/", 3), "", "", ""]
         return (parts[0], parts[1], parts[2], parts[3])
@@ -182,19 +184,31 @@ def read_file(path: str, err: IO[str] | None = None) -> list[AuditEvent]:
     return out
 
 
+async def _partitions(bootstrap: str, topic: str, timeout: float) -> list[int]:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000))
+    await admin.start()
+    try:
+        # All topics (no names): a metadata request naming a missing topic may auto-create it.
+        described = {t["topic"]: t for t in await admin.describe_topics()}
+    finally:
+        await admin.close()
+    found = described.get(topic)
+    if found is None or found["error_code"] != 0 or not found["partitions"]:
+        raise LookupError(f"topic {topic!r} does not exist")
+    return sorted(p["partition"] for p in found["partitions"])
+
+
 async def _read_topic(bootstrap: str, topic: str, timeout: float) -> list[tuple[int, int, bytes]]:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
+    ids = await _partitions(bootstrap, topic, timeout)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None, request_timeout_ms=int(timeout * 1000)
     )
     await consumer.start()
     try:
-        if topic not in await consumer.topics():  # fetches the cluster's metadata
-            raise LookupError(f"topic {topic!r} does not exist")
-        ids = consumer.partitions_for_topic(topic)
-        if not ids:
-            raise LookupError(f"topic {topic!r} does not exist")
         tps = [TopicPartition(topic, p) for p in sorted(ids)]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
@@ -386,7 +400,9 @@ def text_line(e: AuditEvent) -> str:
         extra = f" (patched {', '.join(map(str, d['patched']))})" if isinstance(d.get("patched"), list) else ""
         return f"{head}  decision {d.get('decision', '?')} applied by {e.event.get('source', '?')}{extra}"
     if e.type == "apply_failed":
-        return f"{head}  decision {d.get('decision', '?')} failed at {e.event.get('source', '?')}: {d.get('error', '?')}"
+        return (
+            f"{head}  decision {d.get('decision', '?')} failed at {e.event.get('source', '?')}: {d.get('error', '?')}"
+        )
     return f"{head}  {e.event.get('type')}"
 
 

@@ -138,7 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
         ("report", "streams.report", "write an HTML report (charts per workload) of a stream or an audit file"),
         ("simulate", "streams.simulate", "compare policies on recorded demand in closed loop"),
     ):
-        p = sub.add_parser(name, help=help_, add_help=False)
+        # No prefix chars: every argument, options first included, goes to the delegate untouched
+        # (argparse's REMAINDER otherwise rejects a leading option: `tandem worker --broker B`).
+        p = sub.add_parser(name, help=help_, add_help=False, prefix_chars="\x00")
         p.add_argument("rest", nargs=argparse.REMAINDER)
         p.set_defaults(func=_delegate(module, name))
     return parser

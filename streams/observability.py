@@ -87,7 +87,9 @@ def decision_action(data: Mapping[str, Any]) -> str:
     replicas = data.get("replicas")
     if isinstance(replicas, Mapping):
         before, after = replicas.get("from"), replicas.get("to")
-        parts.append("scale_in" if isinstance(before, int) and isinstance(after, int) and after < before else "scale_out")
+        parts.append(
+            "scale_in" if isinstance(before, int) and isinstance(after, int) and after < before else "scale_out"
+        )
     if data.get("containers"):
         parts.append("resize")
     if data.get("hpa"):
@@ -172,7 +174,9 @@ class Metrics:
             registry=r,
         )
         self.consumer_lag = Gauge(
-            "tandem_consumer_lag_messages", "Messages between the consumer's position and the end of its partitions.", registry=r
+            "tandem_consumer_lag_messages",
+            "Messages between the consumer's position and the end of its partitions.",
+            registry=r,
         )
         self.last_processed = Gauge(
             "tandem_last_processed_event_timestamp_seconds",
@@ -338,7 +342,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "tandem"
     protocol_version = "HTTP/1.1"
 
-    def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+    def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         if path == "/metrics":
             self._send(200, self.metrics.exposition(), CONTENT_TYPE_LATEST)
@@ -351,7 +355,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, b"not found: try /metrics, /healthz or /readyz\n", "text/plain; charset=utf-8")
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self.do_GET()
 
     def _send(self, code: int, body: bytes, content_type: str) -> None:
@@ -362,7 +366,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the stdlib's name)
+    def log_message(self, format: str, *args: Any) -> None:
         return  # scrapes every few seconds would drown the process's own log
 
 

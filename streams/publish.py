@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
 import time
@@ -94,13 +95,30 @@ async def publish(
         await producer.stop()
 
 
+def _warn_retention(rows: Sequence[dict[str, Any]], oldest: dict[str, int]) -> None:
+    """Kafka deletes records older than a topic's time retention, judged by their timestamps."""
+    now_ms = time.time() * 1000
+    for row in rows:
+        topic, policy, retention = row["topic"], row["cleanup.policy"], row["retention.ms"]
+        if topic not in oldest or policy is None or "delete" not in policy or retention is None:
+            continue
+        ms = int(retention)
+        if ms >= 0 and oldest[topic] < now_ms - ms:
+            print(
+                f"tandem publish: warning: {topic} keeps {ms / 86_400_000:g} day(s) but some events are older; "
+                "Kafka will delete them within minutes (they are stamped with their event time). "
+                "Publish recordings from the past into topics created with --retention-ms -1.",
+                file=sys.stderr,
+            )
+
+
 def main(argv: Sequence[str]) -> int:
     from scaling.engine import policy_event
     from scaling.errors import InvalidEvent
 
     from .inputs import load_manifests
     from .replay import ReplayStats, StrictError, read_events
-    from .topics import TOPIC_OF_TYPE, TopicMismatch, ensure_topics, topic_name
+    from .topics import TOPIC_OF_TYPE, TopicMismatch, ensure_topics, list_topics, topic_name
 
     p = argparse.ArgumentParser(prog="tandem publish", description="write recorded streams into the input topics")
     p.add_argument("files", nargs="+", help="JSON Lines files (.jsonl, .jsonl.gz, - for stdin)")
@@ -119,6 +137,9 @@ def main(argv: Sequence[str]) -> int:
     add_kafka_options(p)
     add_core_options(p)
     args = p.parse_args(list(argv))
+    # The producer logs retries (e.g. NotLeaderForPartition just after topics are created) as
+    # warnings; they are handled, and a real failure raises.
+    logging.getLogger("aiokafka").setLevel(logging.ERROR)
 
     try:
         settings = kafka_settings(args)
@@ -172,8 +193,14 @@ def main(argv: Sequence[str]) -> int:
         messages.append((names[event.type], key.encode(), encode(raw), round(ts * 1000)))
         counts[event.type] += 1
 
+    oldest: dict[str, int] = {}
+    for topic, _, _, ts_ms in messages:
+        if topic not in oldest or ts_ms < oldest[topic]:
+            oldest[topic] = ts_ms
+
     async def run() -> None:
         await ensure_topics(settings)
+        _warn_retention(await list_topics(settings), oldest)
         await publish(settings, messages)
 
     try:

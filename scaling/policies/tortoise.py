@@ -514,6 +514,8 @@ class TortoisePolicy:
         self.name = spec.name
         self.workload = spec.workload
         self._settings_cache: tuple[Mapping[str, Any] | None, TortoiseSettings] | None = None
+        #: (the ``memory["hist"]`` value last written, its decoded history): saves decoding per tick.
+        self._live: tuple[Any, ReplicaHistory] | None = None
 
     @property
     def own_vpa(self) -> Any:
@@ -559,9 +561,9 @@ class TortoisePolicy:
 
         hist = self._history(memory, st)
         # Replica history: fed at every tick, frozen in Emergency and BackToNormal (reference 2.f).
-        if phase not in ("Emergency", "BackToNormal"):
-            hist.observe(now, view.spec.replicas)
+        if phase not in ("Emergency", "BackToNormal") and hist.observe(now, view.spec.replicas):
             memory["hist"] = hist.to_dict()
+            self._live = (memory["hist"], hist)
 
         hpa = self._hpa_state(view, memory)
         policies = self._policies(view, hpa)
@@ -608,6 +610,7 @@ class TortoisePolicy:
         # Step 10: the sticky VPA maximum (reference 2.e).
         assert view.vpa is not None
         vmax = self._update_vpa_max(view.vpa, policies, memory)
+        out.inputs["vpa_max"] = {k: format_quantity(_split(k)[1], v) for k, v in sorted(vmax.items())}
 
         # Step 11: recommendations, frozen in Emergency and BackToNormal.
         frozen = t.phase in ("Emergency", "BackToNormal")
@@ -652,18 +655,25 @@ class TortoisePolicy:
             return "EffectiveModeOverridden: NamespaceExclusion"
         return None
 
-    @staticmethod
-    def _history(memory: dict[str, Any], st: TortoiseSettings) -> ReplicaHistory:
+    def _history(self, memory: dict[str, Any], st: TortoiseSettings) -> ReplicaHistory:
+        """The replica history of ``memory``; the decoded object is kept between ticks as long as
+        ``memory["hist"]`` is the very value this policy wrote last (a reloaded state decodes again)."""
         raw = memory.get("hist")
-        if isinstance(raw, Mapping):
+        live = self._live
+        h: ReplicaHistory | None = None
+        if live is not None and raw is live[0]:
+            h = live[1]
+        elif isinstance(raw, Mapping):
             try:
                 h = ReplicaHistory.from_dict(raw)
             except ValueError:
                 h = None
-            # A changed TimeZone or slot width cannot be mapped onto the old slots: start again.
-            if h is not None and h.timezone == st.timezone and h.width == st.slot_hours:
-                return h
-        return ReplicaHistory(st.timezone, st.slot_hours)
+        # A changed TimeZone or slot width cannot be mapped onto the old slots: start again.
+        if h is None or h.timezone != st.timezone or h.width != st.slot_hours:
+            h = ReplicaHistory(st.timezone, st.slot_hours)
+            memory["hist"] = h.to_dict()
+        self._live = (memory["hist"], h)
+        return h
 
     @staticmethod
     def _hpa_state(view: View, memory: dict[str, Any]) -> HpaState | None:
@@ -1007,7 +1017,12 @@ class TortoisePolicy:
                 t.out.block(target, "GatheringData")
 
     def _sync_metrics(self, t: _Tick) -> None:
-        """Every Horizontal pair has a ContainerResource metric, no other pair has one (reference 2.c)."""
+        """Every Horizontal pair gets a ContainerResource metric at 70 (reference 2.c).
+
+        Tortoise also deletes the ContainerResource metrics of non-Horizontal pairs; a decision
+        cannot say "remove" (``to`` is a number in ``decision.schema.json``), so tandem leaves them
+        and never retargets them.
+        """
         hpa = t.hpa_math
         if hpa is None or hpa.targets is None:
             return
@@ -1016,10 +1031,6 @@ class TortoisePolicy:
             if kind == "Horizontal" and p not in hpa.targets:
                 changes[_pair_key(p)] = (None, NEW_METRIC_TARGET)
                 hpa.targets[p] = NEW_METRIC_TARGET
-        for p in sorted(hpa.targets):
-            if t.policies.get(p) != "Horizontal":
-                changes[_pair_key(p)] = (hpa.targets[p], None)
-                del hpa.targets[p]
         if not changes:
             del t.out.hpa["target_utilization"]
 
@@ -1179,10 +1190,7 @@ class TortoisePolicy:
             changed = changed or old != new
             if state.targets is None:
                 state.targets = {}
-            if new is None:
-                state.targets.pop(_split(key), None)
-            else:
-                state.targets[_split(key)] = new
+            state.targets[_split(key)] = new
         if changed or created:
             t.memory["hpa"] = state.to_memory(t.now)
 

@@ -103,14 +103,34 @@ def test_covered_daily_needs_every_hour_of_a_day() -> None:
 
 def test_size_is_fixed_by_construction_whatever_the_stream_length() -> None:
     h = ReplicaHistory()
-    sizes = set()
+    largest = 0
     for k in range(12 * 7 * 24):
-        h.observe(SUNDAY + k * H, k % 50)
+        h.observe(SUNDAY + k * H, 1_000_000 - k)
         if k % 97 == 0:
-            sizes.add(len(json.dumps(h.to_dict(), separators=(",", ":"))) // 100)
+            largest = max(largest, len(json.dumps(h.to_dict(), separators=(",", ":"))))
     assert len(h.rows) == WEEKS
-    assert all(len(r) == 168 for r in h.rows)
-    assert len(sizes) <= 2  # only the digits of the stored values vary
+    assert all(len(r) == 168 and r.itemsize == 4 for r in h.rows)
+    # Four rows of 168 seven-digit peaks and their commas, plus the keys: about 5.5 KB at most.
+    assert largest <= WEEKS * 168 * 8 + 200
+
+
+def test_observe_reports_whether_the_history_changed() -> None:
+    h = ReplicaHistory()
+    assert h.observe(SUNDAY, 5) is True
+    assert h.observe(SUNDAY + 60, 4) is False
+    assert h.observe(SUNDAY + 120, 6) is True
+    assert h.observe(SUNDAY + WEEK, 1) is True  # a new week's row
+
+
+def test_serialised_rows_follow_changes() -> None:
+    h = ReplicaHistory()
+    h.observe(SUNDAY, 5)
+    first = h.to_dict()
+    h.observe(SUNDAY + H, 9)
+    second = h.to_dict()
+    assert first != second
+    assert ReplicaHistory.from_dict(second).peak(SUNDAY + H) == 9
+    assert h.to_dict() == second
 
 
 def test_round_trips_through_compact_json() -> None:
@@ -120,22 +140,34 @@ def test_round_trips_through_compact_json() -> None:
     d = json.loads(json.dumps(h.to_dict()))
     assert d["tz"] == "Europe/Paris"
     assert d["width"] == 2
-    assert len(d["max"]) == WEEKS and all(len(r) == 84 for r in d["max"])
+    assert len(d["max"]) == WEEKS and all(len(r.split(",")) == 84 for r in d["max"])
+    row = d["max"][d["weeks"].index(h.locate(SUNDAY)[0] // 7)]
+    assert [f for f in row.split(",") if f != "-1"] == ["7"]
     back = ReplicaHistory.from_dict(d)
     assert back.to_dict() == h.to_dict()
     assert back.peak(SUNDAY + WEEK + 5 * H) == 11
+
+
+ROW = ",".join(["1"] * 168)
 
 
 @pytest.mark.parametrize(
     "bad",
     [
         {"tz": "UTC", "width": 1, "weeks": [0, 0, 0], "max": []},
-        {"tz": "UTC", "width": 1, "weeks": [0, 0, 0, 0], "max": [[0] * 168] * 3},
-        {"tz": "UTC", "width": 1, "weeks": [0, 0, 0, 0], "max": [[0] * 167] * 4},
-        {"tz": "UTC", "width": 1, "weeks": [0, 0, 0, 0], "max": [[-2] * 168] * 4},
-        {"tz": "UTC", "width": 5, "weeks": [0, 0, 0, 0], "max": [[0] * 168] * 4},
-        {"tz": "Mars/Olympus", "width": 1, "weeks": [0, 0, 0, 0], "max": [[0] * 168] * 4},
-        {"tz": "UTC", "width": "1", "weeks": [0, 0, 0, 0], "max": [[0] * 168] * 4},
+        {"tz": "UTC", "width": 1, "weeks": [0, 0, 0, 0], "max": [ROW] * 3},
+        {"tz": "UTC", "width": 1, "weeks": [0, 0, 0, 0], "max": [ROW + ",1"] * 4},
+        {"tz": "UTC", "width": 1, "weeks": [0, 0, 0, 0], "max": [ROW.replace("1", "-2", 1)] * 4},
+        {"tz": "UTC", "width": 1, "weeks": [0, 0, 0, 0], "max": [ROW.replace("1", "x", 1)] * 4},
+        {"tz": "UTC", "width": 1, "weeks": [0, 0, 0, 0], "max": [ROW.replace("1", "1.5", 1)] * 4},
+        {"tz": "UTC", "width": 1, "weeks": [0, 0, 0, 0], "max": [ROW.replace("1", "[1]", 1)] * 4},
+        {"tz": "UTC", "width": 1, "weeks": [0, 0, 0, 0], "max": [ROW.replace("1", "", 1)] * 4},
+        {"tz": "UTC", "width": 1, "weeks": [0, 0, 0, 0], "max": [ROW.replace("1", "9999999999", 1)] * 4},
+        {"tz": "UTC", "width": 1, "weeks": [0, 0, 0, 0], "max": [[1] * 168] * 4},
+        {"tz": "UTC", "width": 5, "weeks": [0, 0, 0, 0], "max": [ROW] * 4},
+        {"tz": "Mars/Olympus", "width": 1, "weeks": [0, 0, 0, 0], "max": [ROW] * 4},
+        {"tz": "UTC", "width": "1", "weeks": [0, 0, 0, 0], "max": [ROW] * 4},
+        {"tz": "UTC", "width": 1, "weeks": [0, 0, True, 0], "max": [ROW] * 4},
     ],
 )
 def test_from_dict_rejects_anything_but_the_exact_shape(bad: dict[str, object]) -> None:

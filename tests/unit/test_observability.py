@@ -22,7 +22,9 @@ WL = {"cluster": "c1", "namespace": "shop", "kind": "Deployment", "name": "web"}
 KEY = "c1/shop/Deployment/web"
 
 
-def decision(tick: float, *, replicas: tuple[int, int] | None = None, containers: bool = False, **extra: object) -> dict:
+def decision(
+    tick: float, *, replicas: tuple[int, int] | None = None, containers: bool = False, **extra: object
+) -> dict:
     data: dict = {
         "workload": WL,
         "tick": tick,
@@ -180,7 +182,7 @@ def test_healthz_is_ok_until_the_process_declares_itself_dead(served) -> None:
 
 
 def test_readyz_fails_when_the_lag_passes_its_threshold_and_recovers(served) -> None:
-    metrics, server, clock = served
+    metrics, server, _ = served
     assert get(server, "/readyz")[::2] == (200, "ok\n")  # nothing processed yet: no age to be late about
     metrics.record_lag(100)
     assert get(server, "/readyz")[0] == 200

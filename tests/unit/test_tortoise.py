@@ -112,11 +112,14 @@ def vpa_of(**containers: tuple[str, str]) -> dict[str, dict[str, dict[str, str]]
     return {c: {"target": {"cpu": cpu, "memory": mem}} for c, (cpu, mem) in containers.items()}
 
 
-def full_history(peak: int, now: float = NOW, tz: str = "Asia/Tokyo", width: int = 1) -> dict[str, Any]:
-    """A history whose every slot of the last week saw ``peak`` replicas."""
+def full_history(
+    peak: int, now: float = NOW, tz: str = "Asia/Tokyo", width: int = 1, skip: int | None = None
+) -> dict[str, Any]:
+    """A history whose every slot of the last week (but ``skip`` hours ago) saw ``peak`` replicas."""
     h = ReplicaHistory(tz, width)
     for k in range(7 * 24):
-        h.observe(now - k * H, peak)
+        if k != skip:
+            h.observe(now - k * H, peak)
     return h.to_dict()
 
 
@@ -377,9 +380,7 @@ def test_horizontal_resources_keep_gathering_while_a_slot_has_no_sample() -> Non
     view = make_view(replicas=6, hpa=hpa_raw(3, 100), vpa=vpa_of(app=("600m", "1Gi")))
     mem = working(p, view, phase="PartlyWorking")
     mem["rp"]["app/cpu"] = ["GatheringData", NOW - 20 * DAY]
-    h = ReplicaHistory.from_dict(mem["hist"])
-    h.rows = [[-1 if i == 5 else v for i, v in enumerate(row)] for row in h.rows]
-    mem["hist"] = h.to_dict()
+    mem["hist"] = full_history(6, skip=5)
     p.decide(view, mem)
     assert mem["phase"] == "PartlyWorking"
 
@@ -521,12 +522,14 @@ def test_targets_wait_for_the_update_interval_but_min_and_max_do_not() -> None:
     assert targets(p.decide(view, mem)) == {"app/memory": (60, 80), "istio-proxy/cpu": (50, 90)}
 
 
-def test_hpa_metrics_follow_the_policies() -> None:
+def test_a_horizontal_pair_without_hpa_metric_gets_one_at_70() -> None:
     p = policy(autoscalingPolicy=[{"containerName": "app", "policy": {"cpu": "Horizontal", "memory": "Vertical"}}])
     view = make_view(hpa=hpa_raw(3, 10, {"app/memory": 60}), vpa=vpa_of(app=("1", "1Gi")))
     mem = working(p, view)
     out = p.decide(view, mem)
-    assert targets(out) == {"app/cpu": (None, 70), "app/memory": (60, None)}
+    # The metric of the Vertical pair stays (a decision cannot remove one) and is not retargeted.
+    assert targets(out) == {"app/cpu": (None, 70)}
+    assert mem["hpa"]["targets"] == {"app/cpu": 70, "app/memory": 60}
 
 
 # --- min / max replicas ----------------------------------------------------------------------
@@ -988,3 +991,38 @@ def test_decided_hpa_values_hold_until_a_newer_hpa_event() -> None:
     assert p.decide(same, mem).hpa["min_replicas"] == (5, 5)
     newer = make_view(NOW + 30, replicas=4, hpa=hpa_raw(2, 100, ts=NOW + 20), vpa=vpa_of(app=("600m", "1Gi")))
     assert p.decide(newer, mem).hpa["min_replicas"] == (2, 5)
+
+
+def test_memory_is_plain_json_and_a_reload_between_ticks_changes_nothing() -> None:
+    import json
+
+    settings = {"GatheringDataPeriodType": "daily", "RangeOfMinMaxReplicasRecommendationHours": 24}
+
+    def views() -> list[View]:
+        return [
+            make_view(
+                NOW + k * H,
+                replicas=3 + k % 7,
+                hpa=hpa_raw(3, 100, ts=NOW - 60),
+                vpa=vpa_of(app=("600m", "900Mi" if k < 20 else "300Mi")),
+                settings=settings,
+            )
+            for k in range(40)
+        ]
+
+    def outcome(o: Outcome) -> tuple[Any, ...]:
+        return (o.hpa, o.requests, o.limits, [b.as_dict() for b in o.blocked], o.reasons, o.dry_run, o.inputs)
+
+    kept: dict[str, Any] = {}
+    same = policy()
+    straight = [outcome(same.decide(v, kept)) for v in views()]
+    reloaded: dict[str, Any] = {}
+    replayed = []
+    for v in views():
+        fresh = policy()
+        replayed.append(outcome(fresh.decide(v, reloaded)))
+        reloaded = json.loads(json.dumps(reloaded))
+    assert replayed == straight
+    assert kept["phase"] == "Working"
+    assert any(o[0].get("min_replicas") for o in straight)
+    assert any(o[1] for o in straight)

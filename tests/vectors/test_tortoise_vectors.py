@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
+import schemas
 from scaling.history import replica_bounds
 from scaling.quantity import format_quantity, parse_quantity
 from tests.replaying import decisions, ev, replay
@@ -62,6 +63,7 @@ CONTROLLER: dict[str, Any] = {
     "FeatureFlags": ["VerticalScalingBasedOnPreferredMaxReplicas"],
 }
 DAILY = {"GatheringDataPeriodType": "daily", "RangeOfMinMaxReplicasRecommendationHours": 24}
+DECISION_SCHEMA = schemas.validator("decision")
 
 
 def tortoise(mode: str = "Auto", **spec: Any) -> dict[str, Any]:
@@ -151,6 +153,8 @@ def run(
     config = tmp_path / "tandem.yaml"
     config.write_text(yaml.safe_dump({"tortoise": settings}))
     out, _ = replay(tmp_path, list(events), (), "--config", str(config), "--sync-period", str(sync))
+    for e in out:
+        DECISION_SCHEMA.validate(e)  # every audit event keeps the contract
     return out
 
 

@@ -1,0 +1,846 @@
+"""``tandem apply``: apply decisions from ``<prefix>actuator`` to one cluster (docs/edge.md).
+
+    tandem apply --cluster NAME [--broker B] [--topic-prefix P] [--dry-run] [--kubeconfig PATH]
+                 [--group-id G] [--offset-reset latest|earliest] [--max-attempts N]
+
+The applier consumes the actuator topic in the consumer group ``tandem-applier-<cluster>`` and takes
+only decisions whose ``data.workload.cluster`` is its cluster (the others are not its business and
+are skipped without a trace).  For each one it
+
+1. verifies the CloudEvent (type, deterministic id, well-formed changes);
+2. reads the workload; a workload without the opt-in annotation ``tandem.dev/managed: "true"`` is
+   refused ("skipped: ..."); a decision whose id is the workload's ``tandem.dev/last-decision`` is a
+   *repeat*: nothing is written, and the result is audited as ``applied`` with ``"repeat": true``;
+   a decision older (by tick) than the last applied one is refused as stale;
+3. re-checks the decision against the policy it finds **in its own cluster** (the Hvpa, Tortoise or
+   CustomHpa in the workload's namespace that the decision names and that targets the workload,
+   parsed by :func:`scaling.policies.parse_policy`): replicas within min/max replicas, container
+   requests within minAllowed/maxAllowed (Tortoise: min/maxAllocatedResources); anything outside
+   is refused with the bound named;
+4. writes: the HPA (merge patch), replicas through the ``scale`` subresource, then container
+   requests/limits and the ``tandem.dev/last-decision`` annotations by server-side apply (field
+   manager ``tandem-applier``, ``force``), last, so the annotation marks a completed decision.
+   The first write of an attempt carries the resourceVersion that was read as a precondition: when
+   someone changed the workload in between the API answers 409 and the whole attempt (read, checks,
+   writes) is repeated.  409, 429, 5xx and broken connections are retried with bounded exponential
+   backoff; the decision ends in ``applied`` or ``apply_failed`` (with the API's status code and
+   message), never in silence.
+
+``--dry-run`` (or a decision with ``data.dry_run``) writes nothing: every write is sent with
+``dryRun=All``, so the API server still validates it, and the result says what would change.
+
+Every result goes to ``<prefix>audit`` as a CloudEvent ``dev.tandem.applied.v1`` or
+``dev.tandem.apply_failed.v1`` whose id is a hash of its data (``scaling.cloudevents``).  The
+offset of a decision is committed only after its result is acknowledged by the broker (at least
+once); the annotations make a redelivered decision a harmless repeat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import math
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from scaling.cloudevents import APPLIED, APPLY_FAILED, DECISION, cloudevent, event_id
+from scaling.errors import InvalidEvent, InvalidPolicy
+from scaling.events import WorkloadRef, decode_workload_ref
+from scaling.quantity import format_quantity, parse_quantity
+
+from .kube import HPAS, POLICY_RESOURCES, WORKLOAD_RESOURCES, KubeError, list_objects, request
+
+__all__ = [
+    "FIELD_MANAGER",
+    "LAST_DECISION",
+    "LAST_TICK",
+    "MANAGED",
+    "Applier",
+    "ApplierConfig",
+    "Bounds",
+    "Refusal",
+    "apply_patch",
+    "backoff_delays",
+    "check_decision",
+    "find_hpa",
+    "find_policy",
+    "hpa_patch",
+    "main",
+    "owned_containers",
+    "plan_containers",
+    "policy_bounds",
+    "run",
+]
+
+log = logging.getLogger("tandem.applier")
+
+MANAGED = "tandem.dev/managed"
+LAST_DECISION = "tandem.dev/last-decision"
+LAST_TICK = "tandem.dev/last-decision-tick"
+FIELD_MANAGER = "tandem-applier"
+
+
+class Refusal(Exception):
+    """The decision is not applied, for a reason that another attempt would not change."""
+
+
+# --- policy bounds (pure) ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerBounds:
+    minimum: Mapping[str, int] = field(default_factory=dict)  # milli-units
+    maximum: Mapping[str, int] = field(default_factory=dict)
+    mode: str | None = None
+    where: str = "containerPolicies"
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """What a decision must stay within, from the policy in the applier's own cluster."""
+
+    kind: str
+    name: str
+    min_replicas: int | None
+    max_replicas: int | None
+    vertical: bool = True  # may the policy change container resources at all?
+    containers: Mapping[str, ContainerBounds] = field(default_factory=dict)
+    min_name: str = "minAllowed"
+    max_name: str = "maxAllowed"
+
+    def container(self, name: str) -> ContainerBounds | None:
+        return self.containers.get(name) or self.containers.get("*")
+
+
+def policy_bounds(policy: Any) -> Bounds:
+    """The bounds of a parsed policy (:func:`scaling.policies.parse_policy`)."""
+    kind = getattr(policy, "kind", "")
+    spec = getattr(policy, "spec", None)
+    name = str(getattr(policy, "name", ""))
+    if kind == "Hvpa" and spec is not None:
+        containers = {
+            p.name: ContainerBounds(p.min_allowed, p.max_allowed, p.mode, f"containerPolicies[{p.name}]")
+            for p in spec.containers
+        }
+        return Bounds("Hvpa", name, spec.min_replicas, spec.max_replicas, True, containers)
+    if kind == "CustomHpa" and spec is not None:
+        return Bounds("CustomHpa", name, spec.min_replicas, spec.max_replicas, vertical=False)
+    if kind == "Tortoise" and spec is not None:
+        containers = {
+            c: ContainerBounds(b.min_allocated, b.max_allocated, None, f"resourcePolicy[{c}]")
+            for c, b in spec.resource_policy.items()
+        }
+        return Bounds(
+            "Tortoise",
+            name,
+            None,
+            spec.max_replicas,
+            True,
+            containers,
+            "minAllocatedResources",
+            "maxAllocatedResources",
+        )
+    raise Refusal(f"refused: policy kind {kind!r} has no known bounds")
+
+
+def _count(change: object, where: str) -> int:
+    if not isinstance(change, Mapping) or "to" not in change:
+        raise Refusal(f"refused: invalid decision: {where} must be an object with 'from' and 'to'")
+    to = change["to"]
+    if isinstance(to, float) and to.is_integer():
+        to = int(to)
+    if isinstance(to, bool) or not isinstance(to, int) or to < 0:
+        raise Refusal(f"refused: invalid decision: {where}.to must be a count, got {to!r}")
+    return to
+
+
+def _qty(change: object, where: str) -> tuple[int, str]:
+    """``(milli, text)`` of a quantity change's ``to``; ``text`` is what the API is sent."""
+    if not isinstance(change, Mapping) or "to" not in change:
+        raise Refusal(f"refused: invalid decision: {where} must be an object with 'from' and 'to'")
+    to = change["to"]
+    try:
+        milli = parse_quantity(to)
+    except (ValueError, TypeError) as exc:
+        raise Refusal(f"refused: invalid decision: {where}.to {to!r} is not a quantity ({exc})") from None
+    if milli < 0:
+        raise Refusal(f"refused: invalid decision: {where}.to {to!r} is negative")
+    resource = where.rsplit(".", 1)[-1]
+    text = to if isinstance(to, str) else format_quantity(resource, milli)
+    return milli, text
+
+
+def _fmt(resource: str, milli: int) -> str:
+    return format_quantity(resource, milli)
+
+
+def check_decision(data: Mapping[str, Any], bounds: Bounds) -> list[str]:
+    """Every way ``data`` (a decision's data) leaves ``bounds``; empty when it stays within.
+
+    Raises :class:`Refusal` for a malformed decision (a change without a valid ``to``).
+    """
+    errors: list[str] = []
+    who = f"{bounds.kind} {bounds.name}"
+    if "replicas" in data:
+        to = _count(data["replicas"], "replicas")
+        if bounds.min_replicas is not None and to < bounds.min_replicas:
+            errors.append(f"replicas {to} is below the policy's minReplicas {bounds.min_replicas} ({who})")
+        if bounds.max_replicas is not None and to > bounds.max_replicas:
+            errors.append(f"replicas {to} is above the policy's maxReplicas {bounds.max_replicas} ({who})")
+        if to < 1:
+            errors.append(f"replicas {to}: tandem never scales a workload to zero")
+    containers = data.get("containers") or {}
+    if not isinstance(containers, Mapping):
+        raise Refusal("refused: invalid decision: containers must be an object")
+    if containers and not bounds.vertical:
+        errors.append(f"{who} does not change container resources, but the decision changes {', '.join(containers)}")
+    for cname, change in containers.items():
+        if not isinstance(change, Mapping):
+            raise Refusal(f"refused: invalid decision: containers.{cname} must be an object")
+        cb = bounds.container(cname)
+        if cb is not None and cb.mode == "Off":
+            errors.append(f"container {cname}: the policy's {cb.where} has mode Off ({who})")
+        for part in ("requests", "limits"):
+            values = change.get(part) or {}
+            if not isinstance(values, Mapping):
+                raise Refusal(f"refused: invalid decision: containers.{cname}.{part} must be an object")
+            for res, ch in values.items():
+                milli, text = _qty(ch, f"containers.{cname}.{part}.{res}")
+                if part != "requests" or cb is None:
+                    continue
+                lo, hi = cb.minimum.get(res), cb.maximum.get(res)
+                if lo is not None and milli < lo:
+                    errors.append(
+                        f"container {cname} requests.{res} {text} is below the policy's "
+                        f"{bounds.min_name}.{res} {_fmt(res, lo)} ({who} {cb.where})"
+                    )
+                if hi is not None and milli > hi:
+                    errors.append(
+                        f"container {cname} requests.{res} {text} is above the policy's "
+                        f"{bounds.max_name}.{res} {_fmt(res, hi)} ({who} {cb.where})"
+                    )
+    hpa = data.get("hpa") or {}
+    if not isinstance(hpa, Mapping):
+        raise Refusal("refused: invalid decision: hpa must be an object")
+    lo_r = _count(hpa["min_replicas"], "hpa.min_replicas") if "min_replicas" in hpa else None
+    hi_r = _count(hpa["max_replicas"], "hpa.max_replicas") if "max_replicas" in hpa else None
+    if lo_r is not None:
+        if lo_r < 1:
+            errors.append(f"hpa minReplicas {lo_r} is below 1")
+        if bounds.min_replicas is not None and lo_r < bounds.min_replicas:
+            errors.append(f"hpa minReplicas {lo_r} is below the policy's minReplicas {bounds.min_replicas} ({who})")
+    if hi_r is not None and bounds.max_replicas is not None and hi_r > bounds.max_replicas:
+        errors.append(f"hpa maxReplicas {hi_r} is above the policy's maxReplicas {bounds.max_replicas} ({who})")
+    if lo_r is not None and hi_r is not None and lo_r > hi_r:
+        errors.append(f"hpa minReplicas {lo_r} is above hpa maxReplicas {hi_r}")
+    targets = hpa.get("target_utilization") or {}
+    if not isinstance(targets, Mapping):
+        raise Refusal("refused: invalid decision: hpa.target_utilization must be an object")
+    for key, ch in targets.items():
+        if "/" not in str(key):
+            raise Refusal(
+                f"refused: invalid decision: hpa.target_utilization key {key!r} is not <container>/<resource>"
+            )
+        to = ch.get("to") if isinstance(ch, Mapping) else None
+        if isinstance(to, bool) or not isinstance(to, int | float) or not math.isfinite(to):
+            raise Refusal(f"refused: invalid decision: hpa.target_utilization.{key}.to must be a number")
+        if not 1 <= to <= 100:
+            errors.append(f"hpa target utilization of {key} {to} is outside 1..100")
+    return errors
+
+
+# --- finding the policy and the HPA (pure) ----------------------------------------------------
+
+
+def find_policy(
+    manifests: Iterable[Mapping[str, Any]], workload: WorkloadRef, kind: str | None, name: str | None
+) -> Mapping[str, Any]:
+    """The manifest among ``manifests`` (one namespace's policy CRs) that the decision names and
+    that targets ``workload``; :class:`Refusal` when there is none or the choice is ambiguous."""
+    from scaling.policies import policy_target
+
+    where = f"{workload.kind} {workload.namespace}/{workload.name}"
+    targeting = []
+    for m in manifests:
+        try:
+            t = policy_target(m, workload.cluster)
+        except (InvalidPolicy, InvalidEvent):
+            continue
+        if (t.namespace, t.kind, t.name) == (workload.namespace, workload.kind, workload.name):
+            targeting.append(m)
+    if kind and name:
+        named = [m for m in targeting if m.get("kind") == kind and (m.get("metadata") or {}).get("name") == name]
+        if not named:
+            others = ", ".join(f"{m.get('kind')} {(m.get('metadata') or {}).get('name')}" for m in targeting)
+            raise Refusal(
+                f"refused: the decision comes from {kind} {name}, but no such policy in namespace "
+                f"{workload.namespace} of this cluster targets {where}" + (f" (found: {others})" if others else "")
+            )
+        targeting = named
+    if not targeting:
+        raise Refusal(f"refused: no Hvpa, Tortoise or CustomHpa in this cluster targets {where}")
+    if len(targeting) > 1:
+        names = ", ".join(
+            f"{m.get('apiVersion')} {m.get('kind')} {(m.get('metadata') or {}).get('name')}" for m in targeting
+        )
+        raise Refusal(f"refused: more than one policy targets {where}: {names}")
+    return targeting[0]
+
+
+def find_hpa(hpas: Iterable[Mapping[str, Any]], workload: WorkloadRef, name: str | None = None) -> Mapping[str, Any]:
+    """The HorizontalPodAutoscaler that scales ``workload`` (the one called ``name`` when given)."""
+    found = []
+    for h in hpas:
+        ref = (h.get("spec") or {}).get("scaleTargetRef") or {}
+        if (
+            ref.get("kind") == workload.kind
+            and ref.get("name") == workload.name
+            and (name is None or (h.get("metadata") or {}).get("name") == name)
+        ):
+            found.append(h)
+    where = f"{workload.kind} {workload.namespace}/{workload.name}"
+    if not found:
+        raise Refusal(f"refused: the decision changes the HPA, but no HorizontalPodAutoscaler targets {where}")
+    if len(found) > 1:
+        raise Refusal(f"refused: more than one HorizontalPodAutoscaler targets {where}")
+    return found[0]
+
+
+def hpa_patch(hpa: Mapping[str, Any], changes: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A JSON merge patch of ``hpa`` for a decision's ``hpa`` changes, and what it changes.
+
+    ``metrics`` is a list without a merge key, so a retargeted metric means sending the whole list;
+    a ``<container>/<resource>`` target with no ContainerResource metric yet adds one.  The patch
+    carries the HPA's resourceVersion as a precondition.
+    """
+    spec = hpa.get("spec") or {}
+    patch_spec: dict[str, Any] = {}
+    summary: dict[str, Any] = {}
+    for key, field_ in (("min_replicas", "minReplicas"), ("max_replicas", "maxReplicas")):
+        if key in changes:
+            to = int(changes[key]["to"])
+            cur = spec.get(field_, 1 if field_ == "minReplicas" else None)
+            if cur != to:
+                patch_spec[field_] = to
+                summary[key] = {"from": cur, "to": to}
+    targets = changes.get("target_utilization") or {}
+    if targets:
+        metrics = [dict(m) for m in spec.get("metrics") or []]
+        changed: dict[str, Any] = {}
+        for key, ch in targets.items():
+            container, resource = str(key).split("/", 1)
+            to = int(ch["to"]) if float(ch["to"]).is_integer() else ch["to"]
+            for i, m in enumerate(metrics):
+                cr = m.get("containerResource") or {}
+                if (m.get("type"), cr.get("container"), cr.get("name")) == ("ContainerResource", container, resource):
+                    target = dict(cr.get("target") or {})
+                    cur = target.get("averageUtilization")
+                    if cur != to:
+                        target.update({"type": "Utilization", "averageUtilization": to})
+                        metrics[i] = {**m, "containerResource": {**cr, "target": target}}
+                        changed[key] = {"from": cur, "to": to}
+                    break
+            else:
+                metrics.append(
+                    {
+                        "type": "ContainerResource",
+                        "containerResource": {
+                            "name": resource,
+                            "container": container,
+                            "target": {"type": "Utilization", "averageUtilization": to},
+                        },
+                    }
+                )
+                changed[key] = {"from": None, "to": to}
+        if changed:
+            patch_spec["metrics"] = metrics
+            summary["target_utilization"] = changed
+    if not patch_spec:
+        return {}, {}
+    meta = hpa.get("metadata") or {}
+    return {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "spec": patch_spec}, summary
+
+
+# --- the workload's containers (pure) ---------------------------------------------------------
+
+
+def _pod_containers(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return list((((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or [])
+
+
+def owned_containers(managed_fields: Sequence[Mapping[str, Any]] | None, manager: str) -> set[str]:
+    """Containers whose ``resources`` ``manager`` owns by server-side apply (from managedFields).
+
+    An apply configuration that leaves out a field its manager owned removes that field, so every
+    apply must repeat the resources of these containers (with their current values).
+    """
+    out: set[str] = set()
+    for entry in managed_fields or ():
+        if entry.get("manager") != manager or entry.get("operation") != "Apply":
+            continue
+        fields = entry.get("fieldsV1") or {}
+        containers = (((fields.get("f:spec") or {}).get("f:template") or {}).get("f:spec") or {}).get(
+            "f:containers"
+        ) or {}
+        for key, sub in containers.items():
+            if not key.startswith("k:") or not isinstance(sub, Mapping) or "f:resources" not in sub:
+                continue
+            try:
+                ident = orjson.loads(key[2:])
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(ident, dict) and isinstance(ident.get("name"), str):
+                out.add(ident["name"])
+    return out
+
+
+@dataclass
+class ContainerPlan:
+    """The resources to apply per container (full requests/limits) and the changes among them."""
+
+    resources: dict[str, dict[str, dict[str, str]]]
+    changes: dict[str, dict[str, dict[str, dict[str, str | None]]]]
+
+
+def plan_containers(obj: Mapping[str, Any], decided: Mapping[str, Any], manager: str = FIELD_MANAGER) -> ContainerPlan:
+    """Resources of the changed containers (current values with the decided ones substituted) plus
+    those of the containers ``manager`` already owns, and the actual changes.
+
+    Raises :class:`Refusal` when the decision names a container the pod template does not have.
+    """
+    current = {c.get("name"): c for c in _pod_containers(obj)}
+    meta = obj.get("metadata") or {}
+    kind = obj.get("kind") or "workload"
+    resources: dict[str, dict[str, dict[str, str]]] = {}
+    changes: dict[str, dict[str, dict[str, dict[str, str | None]]]] = {}
+    for cname, change in decided.items():
+        if cname not in current:
+            raise Refusal(
+                f"refused: container {cname!r} is not in the pod template of {kind} "
+                f"{meta.get('namespace')}/{meta.get('name')} (it has {', '.join(map(str, current)) or 'none'})"
+            )
+        res = current[cname].get("resources") or {}
+        merged = {part: {str(k): str(v) for k, v in (res.get(part) or {}).items()} for part in ("requests", "limits")}
+        for part in ("requests", "limits"):
+            for r, ch in (change.get(part) or {}).items():
+                milli, text = _qty(ch, f"containers.{cname}.{part}.{r}")
+                old = merged[part].get(r)
+                if old is not None and parse_quantity(old) == milli:
+                    continue
+                merged[part][r] = text
+                changes.setdefault(cname, {}).setdefault(part, {})[r] = {"from": old, "to": text}
+        resources[cname] = merged
+    for cname in sorted(owned_containers(meta.get("managedFields"), manager)):
+        if cname in resources or cname not in current:
+            continue
+        res = current[cname].get("resources") or {}
+        resources[cname] = {
+            part: {str(k): str(v) for k, v in (res.get(part) or {}).items()} for part in ("requests", "limits")
+        }
+    return ContainerPlan(resources, changes)
+
+
+def apply_patch(
+    obj: Mapping[str, Any],
+    resources: Mapping[str, Mapping[str, Mapping[str, str]]],
+    annotations: Mapping[str, str],
+    resource_version: str | None = None,
+) -> dict[str, Any]:
+    """The server-side apply configuration: only ``annotations`` and the given containers' resources
+    (in pod template order); ``resource_version`` makes it conditional on that version."""
+    meta = obj.get("metadata") or {}
+    metadata: dict[str, Any] = {"name": meta.get("name")}
+    if meta.get("namespace"):
+        metadata["namespace"] = meta["namespace"]
+    if resource_version:
+        metadata["resourceVersion"] = resource_version
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    body: dict[str, Any] = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": metadata}
+    order = [c.get("name") for c in _pod_containers(obj)]
+    containers = []
+    for cname in sorted(resources, key=lambda n: order.index(n) if n in order else len(order)):
+        parts = {p: dict(v) for p, v in resources[cname].items() if v}
+        containers.append({"name": cname, "resources": parts})
+    if containers:
+        body["spec"] = {"template": {"spec": {"containers": containers}}}
+    return body
+
+
+def backoff_delays(attempts: int, base: float = 0.2, cap: float = 5.0) -> list[float]:
+    """Waits between ``attempts`` tries: ``base`` doubling up to ``cap`` (``attempts - 1`` of them)."""
+    return [min(cap, base * 2**i) for i in range(max(0, attempts - 1))]
+
+
+# --- the applier ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ApplierConfig:
+    cluster: str
+    dry_run: bool = False
+    field_manager: str = FIELD_MANAGER
+    max_attempts: int = 6
+    backoff_base: float = 0.2
+    backoff_cap: float = 5.0
+
+
+@dataclass
+class _Progress:
+    """What earlier attempts of one decision already wrote (they survive a retried attempt)."""
+
+    changes: dict[str, Any] = field(default_factory=dict)
+    patched: list[str] = field(default_factory=list)
+
+    def add(self, what: str, change: Any) -> None:
+        if what not in self.patched:
+            self.patched.append(what)
+        if isinstance(change, dict) and isinstance(self.changes.get(what), dict):
+            self.changes[what] = {**self.changes[what], **change}
+        else:
+            self.changes[what] = change
+
+
+class Applier:
+    """Applies one decision at a time (blocking; run it in a thread).
+
+    ``after_read`` is called with the workload as read at the start of every attempt, before any
+    check or write (tests change the workload there to provoke a real 409).
+    """
+
+    def __init__(
+        self,
+        api: Any,
+        config: ApplierConfig,
+        *,
+        after_read: Callable[[dict[str, Any]], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.api = api
+        self.config = config
+        self.after_read = after_read
+        self.sleep = sleep
+        self.clock = clock
+
+    # -- entry point ----------------------------------------------------------------------------
+
+    def handle(self, value: bytes | None) -> dict[str, Any] | None:
+        """The audit CloudEvent for one actuator message, or ``None`` when it is not ours."""
+        if not value:
+            return None
+        try:
+            ev = orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
+            log.warning("actuator: not JSON (%s); skipped", exc)
+            return None
+        if not isinstance(ev, dict) or ev.get("type") != DECISION or not isinstance(ev.get("data"), dict):
+            log.warning("actuator: not a %s CloudEvent; skipped", DECISION)
+            return None
+        try:
+            ref = decode_workload_ref(ev["data"].get("workload"), "data.workload")
+        except InvalidEvent as exc:
+            log.warning("actuator: decision %s without a valid workload (%s); skipped", ev.get("id"), exc)
+            return None
+        if ref.cluster != self.config.cluster:
+            return None
+        return self.apply(ev, ref)
+
+    def apply(self, ev: Mapping[str, Any], ref: WorkloadRef) -> dict[str, Any]:
+        data = ev["data"]
+        dry_run = self.config.dry_run or bool(data.get("dry_run"))
+        progress = _Progress()
+        delays = backoff_delays(self.config.max_attempts, self.config.backoff_base, self.config.backoff_cap)
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                note = self._attempt(ev, ref, dry_run, progress)
+            except Refusal as exc:
+                return self._result(ev, ref, dry_run, progress, attempt, error=str(exc))
+            except KubeError as exc:
+                if exc.retryable and attempt <= len(delays):
+                    log.info("%s: attempt %d: %s; retrying", ref.key, attempt, exc)
+                    self.sleep(delays[attempt - 1])
+                    continue
+                what = "gave up after" if exc.retryable else "failed at"
+                error = f"API error ({what} attempt {attempt}): {exc.describe()}"
+                return self._result(ev, ref, dry_run, progress, attempt, error=error)
+            except Exception as exc:  # a bug must still end in an audited result
+                log.exception("%s: unexpected error", ref.key)
+                return self._result(ev, ref, dry_run, progress, attempt, error=f"{type(exc).__name__}: {exc}")
+            return self._result(ev, ref, dry_run, progress, attempt, note=note)
+
+    def _result(
+        self,
+        ev: Mapping[str, Any],
+        ref: WorkloadRef,
+        dry_run: bool,
+        progress: _Progress,
+        attempts: int,
+        *,
+        error: str | None = None,
+        note: str | None = None,
+    ) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "decision": str(ev.get("id") or ""),
+            "workload": ref.as_dict(),
+            "dry_run": dry_run,
+            "changes": progress.changes,
+            "patched": progress.patched,
+            "attempts": attempts,
+        }
+        if note == "repeat":
+            data["repeat"] = True
+            data["note"] = f"already applied ({LAST_DECISION}); nothing written"
+        elif note:
+            data["note"] = note
+        if error is not None:
+            data["error"] = error
+        kind = APPLY_FAILED if error is not None else APPLIED
+        return cloudevent(kind, self.config.cluster, ref.key, self.clock(), data)
+
+    # -- one attempt ----------------------------------------------------------------------------
+
+    def _attempt(self, ev: Mapping[str, Any], ref: WorkloadRef, dry_run: bool, progress: _Progress) -> str | None:
+        data = ev["data"]
+        decision_id = str(ev.get("id") or "")
+        if not decision_id or decision_id != event_id(DECISION, data):
+            raise Refusal(f"refused: the decision id {decision_id!r} is not the hash of its data (forged or corrupted)")
+        res = WORKLOAD_RESOURCES.get(ref.kind)
+        if res is None:
+            raise Refusal(f"refused: kind {ref.kind!r} is not one tandem applies to ({', '.join(WORKLOAD_RESOURCES)})")
+        ns, name = ref.namespace, ref.name
+        where = f"{ref.kind} {ns}/{name}"
+        dry = {"dryRun": "All"} if dry_run else {}
+
+        try:
+            obj = request(self.api, "GET", res.path(ns, name))
+        except KubeError as exc:
+            if exc.status == 404:
+                raise Refusal(f"refused: {where} does not exist in cluster {ref.cluster} (404)") from None
+            raise
+        if self.after_read is not None:
+            self.after_read(obj)
+        meta = obj.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
+        if annotations.get(MANAGED) != "true":
+            raise Refusal(f'skipped: {where} has not opted in (annotation {MANAGED}: "true" is missing)')
+        if annotations.get(LAST_DECISION) == decision_id:
+            return "repeat"
+        tick = data.get("tick")
+        try:
+            last_tick = float(annotations[LAST_TICK]) if LAST_TICK in annotations else None
+        except ValueError:
+            last_tick = None
+        if isinstance(tick, int | float) and last_tick is not None and tick < last_tick:
+            raise Refusal(
+                f"refused: stale decision: its tick {tick} is older than the last applied decision's "
+                f"{last_tick} ({annotations.get(LAST_DECISION)})"
+            )
+
+        # Re-check against the policy found in this cluster.
+        manifests: list[dict[str, Any]] = []
+        for pres in POLICY_RESOURCES:
+            try:
+                items, _ = list_objects(self.api, pres, ns)
+            except KubeError as exc:
+                if exc.status == 404:  # the CRD is not installed
+                    continue
+                raise
+            manifests.extend({**m, "apiVersion": m.get("apiVersion") or pres.api_version} for m in items)
+        pol = data.get("policy") if isinstance(data.get("policy"), Mapping) else {}
+        manifest = find_policy(manifests, ref, pol.get("kind"), pol.get("name"))
+        from scaling.policies import parse_policy
+
+        try:
+            policy = parse_policy(manifest, ref)
+        except (InvalidPolicy, InvalidEvent) as exc:
+            raise Refusal(f"refused: the policy {manifest.get('kind')} in this cluster is invalid: {exc}") from None
+        bounds = policy_bounds(policy)
+        errors = check_decision(data, bounds)
+        if errors:
+            raise Refusal("refused: " + "; ".join(errors))
+
+        plan = plan_containers(obj, data.get("containers") or {}, self.config.field_manager)
+        rv = meta.get("resourceVersion")
+        conditional = True  # the first write of the workload carries the resourceVersion read
+
+        if data.get("hpa"):
+            hpa_name = getattr(getattr(policy, "spec", None), "hpa_name", None)
+            hpas, _ = list_objects(self.api, HPAS, ns)
+            hpa = find_hpa(hpas, ref, hpa_name)
+            patch, summary = hpa_patch(hpa, data["hpa"])
+            if patch:
+                request(
+                    self.api,
+                    "PATCH",
+                    HPAS.path(ns, (hpa.get("metadata") or {}).get("name")),
+                    query={"fieldManager": self.config.field_manager, **dry},
+                    body=patch,
+                    content_type="application/merge-patch+json",
+                )
+                progress.add("hpa", summary)
+
+        if "replicas" in data:
+            to = _count(data["replicas"], "replicas")
+            cur = (obj.get("spec") or {}).get("replicas", 1)
+            if cur != to:
+                scale = request(
+                    self.api,
+                    "PATCH",
+                    res.path(ns, name, "scale"),
+                    query={"fieldManager": self.config.field_manager, **dry},
+                    body={"metadata": {"resourceVersion": rv}, "spec": {"replicas": to}},
+                    content_type="application/merge-patch+json",
+                )
+                conditional = False
+                progress.add("replicas", {"from": cur, "to": to})
+                rv = ((scale or {}).get("metadata") or {}).get("resourceVersion") or rv
+
+        marks = {LAST_DECISION: decision_id}
+        if isinstance(tick, int | float):
+            marks[LAST_TICK] = repr(float(tick))
+        body = apply_patch(obj, plan.resources, marks, rv if conditional else None)
+        request(
+            self.api,
+            "PATCH",
+            res.path(ns, name),
+            query={"fieldManager": self.config.field_manager, "force": True, **dry},
+            body=body,
+            content_type="application/apply-patch+yaml",
+        )
+        if plan.changes:
+            progress.add("containers", plan.changes)
+        if not progress.patched:
+            return "nothing to change: the workload already has the decided values"
+        return None
+
+
+# --- the consumer loop ------------------------------------------------------------------------
+
+
+async def run(
+    settings: Any,
+    config: ApplierConfig,
+    api: Any,
+    *,
+    group_id: str | None = None,
+    offset_reset: str = "latest",
+    stop: threading.Event | None = None,
+    applier: Applier | None = None,
+    ensure: bool = True,
+) -> None:
+    """Consume ``<prefix>actuator`` and publish results to ``<prefix>audit`` until ``stop`` is set."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    from schemas.codec import encode
+    from streams.topics import ensure_topics, topic_name
+
+    if ensure:
+        try:
+            await ensure_topics(settings, strict=False)
+        except Exception as exc:  # no right to create topics at the edge: they must exist already
+            log.warning("could not check/create topics: %s: %s", type(exc).__name__, exc)
+    actuator = topic_name(settings.prefix, "actuator")
+    audit = topic_name(settings.prefix, "audit")
+    applier = applier or Applier(api, config)
+    consumer = AIOKafkaConsumer(
+        actuator,
+        bootstrap_servers=settings.bootstrap,
+        group_id=group_id or f"tandem-applier-{config.cluster}",
+        enable_auto_commit=False,
+        auto_offset_reset=offset_reset,
+    )
+    producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap, acks="all", enable_idempotence=True)
+    await producer.start()
+    try:
+        await consumer.start()
+        try:
+            while stop is None or not stop.is_set():
+                batches = await consumer.getmany(timeout_ms=300, max_records=100)
+                for tp, messages in batches.items():
+                    for msg in messages:
+                        result = await asyncio.to_thread(applier.handle, msg.value)
+                        if result is not None:
+                            level = logging.INFO if result["type"] == APPLIED else logging.WARNING
+                            what = result["data"].get("error", "ok")
+                            log.log(level, "%s %s: %s", result["subject"], result["type"], what)
+                            await producer.send_and_wait(
+                                audit,
+                                value=encode(result),
+                                key=result["subject"].encode(),
+                                timestamp_ms=int(time.time() * 1000),
+                            )
+                        await consumer.commit({TopicPartition(tp.topic, tp.partition): msg.offset + 1})
+        finally:
+            await consumer.stop()
+    finally:
+        await producer.stop()
+
+
+def main(argv: Sequence[str]) -> int:
+    from streams.settings import add_kafka_options, env, kafka_settings
+
+    from .kube import api_client
+
+    p = argparse.ArgumentParser(prog="tandem apply", description="apply decisions to one cluster")
+    p.add_argument("--cluster", default=env("cluster"), help="this cluster's name (env TANDEM_CLUSTER)")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        default=str(env("dry_run", "")).lower() in ("1", "true", "yes", "on"),
+        help="write nothing (the API server still validates every write with dryRun=All)",
+    )
+    p.add_argument("--kubeconfig", default=env("kubeconfig"), help="kubeconfig (default: in-cluster or ~/.kube/config)")
+    p.add_argument("--group-id", default=env("group_id"), help="consumer group (default tandem-applier-<cluster>)")
+    p.add_argument(
+        "--offset-reset",
+        choices=("latest", "earliest"),
+        default=env("offset_reset", "latest"),
+        help="where a new consumer group starts (default latest: old decisions are not replayed)",
+    )
+    p.add_argument("--max-attempts", type=int, default=int(env("max_attempts", "6")), help="tries per decision")
+    p.add_argument("--loglevel", default=env("loglevel", "info"))
+    add_kafka_options(p)
+    args = p.parse_args(list(argv))
+    if not args.cluster:
+        print("tandem apply: --cluster NAME is required (or TANDEM_CLUSTER)", file=sys.stderr)
+        return 2
+    if args.max_attempts < 1:
+        print("tandem apply: --max-attempts must be >= 1", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=args.loglevel.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        settings = kafka_settings(args)
+        api = api_client(args.kubeconfig)
+    except Exception as exc:
+        print(f"tandem apply: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    config = ApplierConfig(args.cluster, args.dry_run, max_attempts=args.max_attempts)
+    stop = threading.Event()
+
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await run(settings, config, api, group_id=args.group_id, offset_reset=args.offset_reset, stop=stop)
+
+    try:
+        asyncio.run(go())
+    except Exception as exc:
+        print(f"tandem apply: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,215 @@
+"""``tandem report``: a self-contained HTML page whose marks sit at the audit's ticks."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+import sys
+from collections import Counter
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from streams.report import LEFT, RIGHT, WIDTH, find_chromium
+from tests.replaying import ev
+from tests.vectors.test_hvpa_vectors import T0, fixture_a, hpa, vpa, workload
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "stream.jsonl.gz"
+POLICIES = ROOT / "examples" / "policies.yaml"
+KEYS = {"eu-1/shop/Deployment/web", "eu-1/shop/Deployment/api", "us-2/media/Deployment/encoder"}
+
+
+def tandem(*args: str) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("tandem") or str(Path(sys.executable).parent / "tandem")
+    return subprocess.run([exe, *args], capture_output=True, text=True, timeout=300)
+
+
+class Marks(HTMLParser):
+    """Every element with a ``data-tick``: (section id, tag, class, attributes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.section: str | None = None
+        self.svg_class: str | None = None
+        self.marks: list[dict[str, Any]] = []
+        self.tags: Counter[str] = Counter()
+        self.attrs: list[tuple[str, str]] = []
+        self.svgs: list[dict[str, str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        self.tags[tag] += 1
+        self.attrs.extend((k, a[k]) for k in a)
+        if tag == "section":
+            self.section = a.get("id")
+        elif tag == "svg":
+            self.svg_class = a.get("class")
+            self.svgs.append(a)
+        if "data-tick" in a:
+            self.marks.append({"section": self.section, "svg": self.svg_class, "tag": tag, **a})
+
+
+def parse(path: Path) -> Marks:
+    m = Marks()
+    m.feed(path.read_text(encoding="utf-8"))
+    return m
+
+
+@pytest.fixture(scope="module")
+def example_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
+    out = tmp_path_factory.mktemp("report")
+    result = tandem("report", str(EXAMPLE), "--policy", str(POLICIES), "--out", str(out), "--png", "none")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.startswith("tandem report: 3 workload(s), ")
+    replayed = tandem("replay", str(EXAMPLE), "--policy", str(POLICIES))
+    assert replayed.returncode == 0, replayed.stderr
+    return out, [orjson.loads(line) for line in replayed.stdout.splitlines()]
+
+
+def test_report_writes_the_audit_it_shows_byte_for_byte_as_tandem_replay(example_report) -> None:
+    out, audit = example_report
+    assert (out / "audit.jsonl").read_bytes() == b"".join(orjson.dumps(e) + b"\n" for e in audit)
+
+
+def test_every_audit_event_has_one_mark_in_its_workloads_strip_at_its_tick(example_report) -> None:
+    out, audit = example_report
+    marks = [m for m in parse(out / "index.html").marks if m["svg"] == "strip"]
+    shown = Counter((m["section"], float(m["data-tick"]), m["data-type"], m["data-id"]) for m in marks)
+    short = {"dev.tandem.decision.v1": "decision", "dev.tandem.blocked.v1": "blocked"}
+    expected = Counter((e["subject"], e["data"]["tick"], short[e["type"]], e["id"]) for e in audit)
+    assert shown == expected
+    # One time axis for the whole page, from the first event to the last tick: x is the same
+    # linear function of the tick in every chart (coordinates are written to 0.1 px).
+    parsed = parse(out / "index.html")
+    axes = {(a["data-t0"], a["data-t1"], a["data-x0"], a["data-scale"]) for a in parsed.svgs}
+    assert len(axes) == 1
+    t0, t1, x0, scale = map(float, axes.pop())
+    assert t0 == 1762214400.0  # the example's first event
+    assert t1 == max(e["data"]["tick"] for e in audit)
+    assert (x0, scale) == (LEFT, (WIDTH - LEFT - RIGHT) / (t1 - t0))
+    for m in marks:
+        x = float(m["x"]) + float(m["width"]) / 2
+        assert abs(x - (x0 + (float(m["data-tick"]) - t0) * scale)) <= 0.051, m
+
+
+def test_value_charts_mark_each_decision_and_blocked_change_at_an_audit_tick(example_report) -> None:
+    out, audit = example_report
+    by_id = {e["id"]: e for e in audit}
+    marks = [m for m in parse(out / "index.html").marks if m["svg"] == "chart"]
+    assert marks
+    for m in marks:
+        e = by_id[m["data-id"]]
+        assert (e["subject"], e["data"]["tick"]) == (m["section"], float(m["data-tick"]))
+    replica_decisions = {e["id"] for e in audit if e["type"] == "dev.tandem.decision.v1" and "replicas" in e["data"]}
+    triangles = {m["data-id"] for m in marks if m["tag"] == "polygon"}
+    assert replica_decisions <= triangles
+
+
+def test_each_workload_has_replicas_and_per_container_usage_charts(example_report) -> None:
+    out, _ = example_report
+    page = (out / "index.html").read_text(encoding="utf-8")
+    parsed = parse(out / "index.html")
+    assert {v for k, v in parsed.attrs if k == "id"} == KEYS
+    for container in ("web", "api", "encoder"):
+        for res in ("cpu", "memory"):
+            assert f"<b>{container} {res}</b>" in page
+    assert page.count("<b>replicas</b>") == 3
+    assert page.count("usage (per-pod average)") == 6
+    assert "<b>series encode_queue_per_replica</b>" in page
+    assert page.count("policy min / max") == 3
+    assert ">max 6<" in page and ">min 2<" in page  # api's HVPA bounds
+    assert ">max 24<" in page  # encoder's CustomHpa bounds
+    assert ">target 100<" in page
+
+
+def test_the_page_is_self_contained(example_report) -> None:
+    out, _ = example_report
+    page = (out / "index.html").read_text(encoding="utf-8")
+    parsed = parse(out / "index.html")
+    assert parsed.tags["script"] == parsed.tags["link"] == parsed.tags["img"] == parsed.tags["iframe"] == 0
+    assert not [v for k, v in parsed.attrs if k in ("src", "href") and not v.startswith("#")]
+    for needle in ("http://", "https://", "url(", "@import"):
+        assert needle not in page
+
+
+def test_report_from_an_audit_file_alone_draws_replicas_from_the_decisions(tmp_path: Path, example_report) -> None:
+    out, audit = example_report
+    result = tandem("report", str(out / "audit.jsonl"), "--out", str(tmp_path), "--png", "none", "--workload", "api")
+    assert result.returncode == 0, result.stderr
+    page = (tmp_path / "index.html").read_text(encoding="utf-8")
+    assert "from the audit stream alone (no usage samples)" in page
+    assert "replicas (from the decisions)" in page
+    assert "usage (per-pod average)" not in page
+    marks = [m for m in parse(tmp_path / "index.html").marks if m["svg"] == "strip"]
+    assert {m["data-id"] for m in marks} == {e["id"] for e in audit if e["subject"] == "eu-1/shop/Deployment/api"}
+
+
+def test_report_shows_applier_results_from_an_audit_file_beside_the_replay(tmp_path: Path) -> None:
+    stream = tmp_path / "s.jsonl"
+    events = [workload(T0 + 1, 2), hpa(T0 + 2, 3, True), vpa(T0 + 3, "500m", "3G"), workload(T0 + 20, 3)]
+    stream.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
+    policy = tmp_path / "p.json"
+    policy.write_bytes(orjson.dumps(fixture_a(40)))
+    replayed = [
+        orjson.loads(line) for line in tandem("replay", str(stream), "--policy", str(policy)).stdout.splitlines()
+    ]
+    decision = replayed[0]
+    assert decision["type"] == "dev.tandem.decision.v1"
+    applied = {
+        "specversion": "1.0",
+        "id": "a1",
+        "source": "/tandem/c1",
+        "subject": decision["subject"],
+        "time": "2025-11-04T10:00:16Z",
+        "type": "dev.tandem.applied.v1",
+        "datacontenttype": "application/json",
+        "data": {"decision": decision["id"], "workload": decision["data"]["workload"]},
+    }
+    (tmp_path / "applied.jsonl").write_bytes(orjson.dumps(applied) + b"\n")
+    result = tandem(
+        "report", str(stream), str(tmp_path / "applied.jsonl"), "--policy", str(policy), "--out", str(tmp_path / "r"),
+        "--png", "none",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    marks = parse(tmp_path / "r" / "index.html").marks
+    shown = [(m["data-type"], float(m["data-tick"])) for m in marks if m["svg"] == "strip"]
+    expected = [(e["type"].split(".")[2], e["data"]["tick"]) for e in replayed] + [("applied", T0 + 16)]
+    assert shown == sorted(expected, key=lambda x: x[1])
+    assert "1 decision(s), 1 blocked report(s), 1 applied, 0 apply failure(s)" in (
+        tmp_path / "r" / "index.html"
+    ).read_text(encoding="utf-8")
+
+
+def test_report_of_a_missing_file_exits_2(tmp_path: Path) -> None:
+    result = tandem("report", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "r"))
+    assert result.returncode == 2
+    assert "nope.jsonl: no such file" in result.stderr
+
+
+@pytest.mark.skipif(find_chromium() is None, reason="no chromium on the PATH (apt-get install chromium)")
+def test_report_screenshots_each_workload_to_a_png_with_headless_chromium(tmp_path: Path) -> None:
+    stream = tmp_path / "s.jsonl"
+    events = [
+        workload(T0 + 1, 2),
+        ev("metric", T0 + 5, samples=[{"pod": "p1", "container": "deployment", "cpu": 0.25, "memory": 150_000_000}]),
+        hpa(T0 + 6, 3, True),
+        vpa(T0 + 7, "500m", "3G"),
+        workload(T0 + 20, 3),
+    ]
+    stream.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
+    policy = tmp_path / "p.json"
+    policy.write_bytes(orjson.dumps(fixture_a(40)))
+    result = tandem("report", str(stream), "--policy", str(policy), "--out", str(tmp_path / "r"), "--png", "chromium")
+    assert result.returncode == 0, result.stderr
+    png = tmp_path / "r" / "c1_shop_Deployment_web.png"
+    head = png.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", head[16:24])
+    assert width == WIDTH + 80
+    assert height > 600
+    assert "and 1 PNG(s)" in result.stderr

@@ -1,0 +1,492 @@
+"""``tandem worker`` over a real Kafka broker gives what ``tandem replay`` gives (issue 5).
+
+Every test publishes a stream with ``tandem publish`` into topics of its own prefix, runs the worker
+as a subprocess (``python -m streams.cli worker``), reads the output topics back with aiokafka and
+compares them with ``tandem replay`` of the same files.  Nothing is mocked and nothing waits by
+sleeping: every wait polls with a deadline.
+
+The streams are published *before* a worker reads them: a worker reading while a publish is still
+writing may see one input topic caught up while another is not written yet, and then apply the
+latter's events late (docs/worker.md explains this liveness trade-off).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import re
+import signal
+import subprocess
+import sys
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, redirect_stderr
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from streams.cli import main as tandem
+from tests.fixtures.kafka import REPO_ROOT, wait_for
+
+pytestmark = pytest.mark.kafka
+
+PARTITIONS = 4
+EXAMPLE = REPO_ROOT / "examples" / "stream.jsonl.gz"
+EXAMPLE_POLICIES = REPO_ROOT / "examples" / "policies.yaml"
+INPUTS = ("metrics", "workloads", "hpa", "vpa", "policies")
+T0 = 1762250400.0
+POLICY = {
+    "apiVersion": "autoscaling.k8s.io/v1alpha1",
+    "kind": "Hvpa",
+    "metadata": {"name": "web", "namespace": "shop", "annotations": {"hpa-controller": "hvpa", "tandem.dev/cluster": "c1"}},
+    "spec": {
+        "targetRef": {"kind": "Deployment", "name": "web"},
+        "hpa": {"deploy": True, "template": {"spec": {"minReplicas": 1, "maxReplicas": 6}}},
+        "vpa": {"deploy": True},
+        "weightBasedScalingIntervals": [{"vpaWeight": 40, "startReplicaCount": 0, "lastReplicaCount": 0}],
+    },
+}
+
+
+# --------------------------------------------------------------------------------------- streams
+
+
+def generated_stream(names: Sequence[str], steps: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Workloads whose replicas, hpa, vpa and usage change over time, so decisions come at many ticks."""
+    events: list[dict[str, Any]] = []
+    for i in range(steps):
+        ts = T0 + i * 5.0
+        for j, name in enumerate(names):
+            wl = {"cluster": "c1", "namespace": "shop", "kind": "Deployment", "name": name}
+            phase = (i // 12 + j) % 4
+            if i % 6 == 0:
+                requests = {"cpu": "250m", "memory": "200M"}
+                containers = {"app": {"requests": requests, "limits": {"memory": "1G"}}}
+                events.append({"type": "workload", "ts": ts, "workload": wl, "replicas": 2, "containers": containers})
+            if i % 3 == 1:
+                events.append({"type": "hpa", "ts": ts, "workload": wl, "desired_replicas": 1 + phase})
+            if i % 4 == 2:
+                target = {"cpu": f"{200 + 100 * phase}m", "memory": f"{200 + 50 * phase}M"}
+                events.append({"type": "vpa", "ts": ts, "workload": wl, "containers": {"app": {"target": target}}})
+            samples = [
+                {"pod": f"{name}-{k}", "container": "app", "cpu": 0.1 * (1 + phase) + 0.01 * k, "memory": 10**8 + k}
+                for k in range(3)
+            ]
+            events.append({"type": "metric", "ts": ts, "workload": wl, "samples": samples})
+    policies = []
+    for name in names:
+        policy = orjson.loads(orjson.dumps(POLICY))
+        policy["metadata"]["name"] = name
+        policy["spec"]["targetRef"]["name"] = name
+        policies.append(policy)
+    return events, policies
+
+
+def write_stream(tmp: Path, events: Iterable[Mapping[str, Any]], policies: Sequence[Mapping[str, Any]]) -> tuple[Path, list[Path]]:
+    stream = tmp / "stream.jsonl"
+    stream.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
+    paths = []
+    for i, manifest in enumerate(policies):
+        p = tmp / f"policy-{i}.yaml"
+        p.write_text(yaml.safe_dump(dict(manifest)))
+        paths.append(p)
+    return stream, paths
+
+
+def _policy_args(policies: Sequence[Path]) -> list[str]:
+    return [a for p in policies for a in ("--policy", str(p))]
+
+
+def replay(tmp: Path, stream: Path, policies: Sequence[Path]) -> list[dict[str, Any]]:
+    """``tandem replay --include-recommendations``: the audit events and tandem's own hpa/vpa events."""
+    out = tmp / f"replay-{uuid.uuid4().hex[:6]}.jsonl"
+    err = io.StringIO()
+    with redirect_stderr(err):
+        code = tandem(["replay", str(stream), *_policy_args(policies), "--out", str(out), "--include-recommendations"])
+    assert code == 0, err.getvalue()
+    return [orjson.loads(line) for line in out.read_bytes().splitlines()]
+
+
+def publish(env: Mapping[str, str], stream: Path, policies: Sequence[Path]) -> str:
+    """``tandem publish`` in a subprocess (the real command line); returns its stderr."""
+    done = subprocess.run(
+        [sys.executable, "-m", "streams.cli", "publish", str(stream), *_policy_args(policies)],
+        env={**os.environ, **env},
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "warning" not in done.stderr, done.stderr
+    return done.stderr
+
+
+def audit_of(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if e.get("type", "").startswith("dev.tandem.")]
+
+
+def by_workload(events: Iterable[Mapping[str, Any]]) -> dict[str, list[bytes]]:
+    """Each workload's events, in order, as the bytes the worker writes (orjson, insertion order)."""
+    out: dict[str, list[bytes]] = defaultdict(list)
+    for e in events:
+        key = e["subject"] if "subject" in e else "/".join(e["workload"][f] for f in ("cluster", "namespace", "kind", "name"))
+        out[key].append(orjson.dumps(e))
+    return dict(out)
+
+
+# --------------------------------------------------------------------------------------- kafka
+
+
+def env_for(broker: str, prefix: str, **extra: str) -> dict[str, str]:
+    return {
+        "TANDEM_BROKER": broker,
+        "TANDEM_TOPIC_PREFIX": prefix,
+        "TANDEM_PARTITIONS": str(PARTITIONS),
+        "TANDEM_RETENTION_MS": "-1",  # the streams are from 2025: keep them (see streams/topics.py)
+        "TANDEM_STORE": "memory://",
+        "TANDEM_WITHOUT_WEB": "1",
+        "TANDEM_IDLE_FLUSH": "1",
+        "TANDEM_REBALANCE_TIMEOUT": "10",
+        "TANDEM_SESSION_TIMEOUT": "10",
+        "TANDEM_COMMIT_INTERVAL": "0.5",
+        "TANDEM_STANDBY_REPLICAS": "0",
+        "TANDEM_LOGLEVEL": "info",
+        **extra,
+    }
+
+
+def _prefix() -> str:
+    return f"t{uuid.uuid4().hex[:8]}."
+
+
+async def _read_topic(broker: str, topic: str) -> list[tuple[int, int, bytes | None, bytes]]:
+    """Every record of ``topic`` up to its current end: (partition, offset, key, value)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=broker, enable_auto_commit=False, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        end = await consumer.end_offsets(tps)
+        got: list[tuple[int, int, bytes | None, bytes]] = []
+        while True:
+            positions = [await consumer.position(tp) for tp in tps]
+            if all(pos >= end[tp] for pos, tp in zip(positions, tps, strict=True)):
+                return got
+            for tp, records in (await consumer.getmany(timeout_ms=200)).items():
+                got.extend((tp.partition, r.offset, r.key, r.value) for r in records)
+    finally:
+        await consumer.stop()
+
+
+def read_topic(broker: str, topic: str) -> list[tuple[int, int, bytes | None, bytes]]:
+    return asyncio.run(_read_topic(broker, topic))
+
+
+def read_events(broker: str, topic: str) -> list[dict[str, Any]]:
+    """The JSON values of ``topic``, each partition in offset order (one workload's are in one partition)."""
+    records = sorted(read_topic(broker, topic), key=lambda r: (r[0], r[1]))
+    return [orjson.loads(r[3]) for r in records]
+
+
+async def _lag(broker: str, group: str, prefix: str) -> int:
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker)
+    await admin.start()
+    consumer = AIOKafkaConsumer(bootstrap_servers=broker, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(prefix + t, p) for t in INPUTS for p in range(PARTITIONS)]
+        end = await consumer.end_offsets(tps)
+        committed = await admin.list_consumer_group_offsets(group)
+        return sum(max(0, end[tp] - (committed[tp].offset if tp in committed else 0)) for tp in tps)
+    finally:
+        await consumer.stop()
+        await admin.close()
+
+
+def wait_caught_up(broker: str, prefix: str, timeout: float = 60.0) -> None:
+    """The worker group has committed every input message."""
+    wait_for(lambda: asyncio.run(_lag(broker, prefix + "worker", prefix)) == 0, timeout, interval=0.3, message="lag 0")
+
+
+def produce(broker: str, records: Iterable[tuple[str, bytes | None, bytes | None]]) -> None:
+    async def run() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=broker, acks="all")
+        await producer.start()
+        try:
+            for topic, key, value in records:
+                await producer.send_and_wait(topic, value=value, key=key)
+        finally:
+            await producer.stop()
+
+    asyncio.run(run())
+
+
+# --------------------------------------------------------------------------------------- workers
+
+
+class Worker:
+    """``python -m streams.cli worker`` in a subprocess, its output in files under ``tmp``."""
+
+    def __init__(self, tmp: Path, name: str, env: Mapping[str, str]) -> None:
+        self.log = tmp / f"worker-{name}.log"
+        self._fh = self.log.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "streams.cli", "worker"],
+            env={**os.environ, **env},
+            cwd=tmp,
+            stdin=subprocess.DEVNULL,
+            stdout=self._fh,
+            stderr=subprocess.STDOUT,
+        )
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def assigned(self) -> list[list[int]]:
+        return [orjson.loads(m) for m in re.findall(r"tandem worker: assigned partitions (\[[0-9, ]*\])", self.text())]
+
+    def loaded(self) -> list[int]:
+        return [int(n) for n in re.findall(r"tandem worker: (\d+) workload\(s\) loaded", self.text())]
+
+    def stats(self) -> dict[str, int]:
+        lines = re.findall(r"tandem worker: stats (.*)", self.text())
+        if not lines or lines[-1].strip() == "-":
+            return {}
+        return {k: int(v) for k, v in (kv.split("=") for kv in lines[-1].split())}
+
+    def stop(self) -> int:
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait(timeout=30)
+        self._fh.close()
+        return code
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=30)
+        self._fh.close()
+
+
+@contextmanager
+def workers() -> Iterator[list[Worker]]:
+    started: list[Worker] = []
+    try:
+        yield started
+    finally:
+        for w in started:
+            if w.alive():
+                w.stop()
+
+
+def _assert_no_tracebacks(*ws: Worker) -> None:
+    for w in ws:
+        assert "Traceback" not in w.text(), w.text()[-4000:]
+
+
+# --------------------------------------------------------------------------------------- tests
+
+
+def _example_or_generated(tmp: Path) -> tuple[Path, list[Path]]:
+    if EXAMPLE.exists() and EXAMPLE_POLICIES.exists():
+        return EXAMPLE, [EXAMPLE_POLICIES]
+    return write_stream(tmp, *generated_stream(("web", "api", "db"), 400))
+
+
+def test_worker_output_equals_replay_byte_for_byte(kafka_broker: str, tmp_path: Path) -> None:
+    """Same ids, same content, same order per workload; decisions also on the actuator topic."""
+    stream, policies = _example_or_generated(tmp_path)
+    expected = replay(tmp_path, stream, policies)
+    expected_audit = audit_of(expected)
+    expected_recommendations = [e for e in expected if e not in expected_audit]
+    assert len(expected_audit) > 50
+
+    prefix = _prefix()
+    env = env_for(kafka_broker, prefix)
+    publish(env, stream, policies)
+    with workers() as ws:
+        ws.append(Worker(tmp_path, "a", env))
+        wait_for(
+            lambda: len(read_topic(kafka_broker, prefix + "audit")) >= len(expected_audit),
+            120,
+            interval=0.5,
+            message=lambda: f"{len(expected_audit)} audit events ({ws[0].text()[-3000:]})",
+        )
+        wait_caught_up(kafka_broker, prefix)
+        assert ws[0].stop() == 0
+    _assert_no_tracebacks(*ws)
+
+    got_audit = read_events(kafka_broker, prefix + "audit")
+    assert by_workload(got_audit) == by_workload(expected_audit)
+    assert len(got_audit) == len(expected_audit)
+
+    decisions = [e for e in expected_audit if e["type"] == "dev.tandem.decision.v1" and not e["data"]["dry_run"]]
+    assert by_workload(read_events(kafka_broker, prefix + "actuator")) == by_workload(decisions)
+
+    own = [e for t in ("hpa", "vpa") for e in read_events(kafka_broker, prefix + t) if e.get("source") == "tandem"]
+    assert sorted(map(orjson.dumps, own)) == sorted(map(orjson.dumps, expected_recommendations))
+    assert read_topic(kafka_broker, prefix + "deadletter") == []
+
+
+def test_worker_killed_mid_stream_resumes_without_losing_decisions(kafka_broker: str, tmp_path: Path) -> None:
+    """SIGKILL after part of the audit is out; the restarted worker (same RocksDB dir) completes it."""
+    stream, policies = _example_or_generated(tmp_path)
+    expected = audit_of(replay(tmp_path, stream, policies))
+    expected_ids = [e["id"] for e in expected]
+
+    prefix = _prefix()
+    env = env_for(
+        kafka_broker,
+        prefix,
+        TANDEM_STORE="rocksdb://",
+        TANDEM_DATA_DIR=str(tmp_path / "state-store"),  # not "rocksdb": python -m puts the cwd on sys.path
+        TANDEM_BATCH_SIZE="100",
+        TANDEM_BATCH_WITHIN="0.05",
+    )
+    publish(env, stream, policies)
+    with workers() as ws:
+        first = Worker(tmp_path, "first", env)
+        ws.append(first)
+        wait_for(
+            lambda: len(read_topic(kafka_broker, prefix + "audit")) >= len(expected) // 4,
+            120,
+            interval=0.2,
+            message=lambda: f"a quarter of the audit ({first.text()[-3000:]})",
+        )
+        first.kill()
+        before = len(read_topic(kafka_broker, prefix + "audit"))
+        assert before < len(expected), "the worker finished before the kill: nothing was tested"
+
+        second = Worker(tmp_path, "second", env)
+        ws.append(second)
+        wait_for(
+            lambda: set(expected_ids) <= {e["id"] for e in read_events(kafka_broker, prefix + "audit")},
+            180,
+            interval=0.5,
+            message=lambda: f"every decision after the restart ({second.text()[-3000:]})",
+        )
+        wait_caught_up(kafka_broker, prefix)
+        assert second.stop() == 0
+    _assert_no_tracebacks(second)
+    assert max(second.loaded()) > 0  # it resumed from the persisted slots, not from scratch
+
+    got = read_events(kafka_broker, prefix + "audit")
+    assert {e["id"] for e in got} == set(expected_ids)
+    # deduplicated by id, every workload's decisions come in the replay's order
+    first_seen: dict[str, dict[str, Any]] = {}
+    for e in got:
+        first_seen.setdefault(e["id"], e)
+    assert by_workload(first_seen.values()) == by_workload(expected)
+
+
+def test_two_workers_split_partitions_and_a_rebalance_loses_nothing(kafka_broker: str, tmp_path: Path) -> None:
+    """The second worker joins mid-stream; every workload's decisions are complete after dedup."""
+    names = ["web", "api", "db", "cache", "queue", "auth", "search", "mail"]
+    stream, policies = write_stream(tmp_path, *generated_stream(names, 600))
+    expected = audit_of(replay(tmp_path, stream, policies))
+    assert {e["subject"] for e in expected} == {f"c1/shop/Deployment/{n}" for n in names}
+
+    prefix = _prefix()
+    env = env_for(kafka_broker, prefix, TANDEM_BATCH_SIZE="20", TANDEM_BATCH_WITHIN="0.02")
+    publish(env, stream, policies)
+    with workers() as ws:
+        a = Worker(tmp_path, "a", env)
+        ws.append(a)
+        wait_for(
+            lambda: len(read_topic(kafka_broker, prefix + "audit")) >= 20,
+            120,
+            interval=0.2,
+            message=lambda: f"first audit events ({a.text()[-3000:]})",
+        )
+        b = Worker(tmp_path, "b", env)
+        ws.append(b)
+        wait_for(lambda: b.assigned() and b.assigned()[-1], 60, interval=0.2, message=lambda: b.text()[-3000:])
+        wait_for(
+            lambda: {e["id"] for e in expected} <= {e["id"] for e in read_events(kafka_broker, prefix + "audit")},
+            180,
+            interval=0.5,
+            message="every decision",
+        )
+        wait_caught_up(kafka_broker, prefix)
+        assert b.stop() == 0
+        assert a.stop() == 0
+    _assert_no_tracebacks(a, b)
+
+    # the two workers split the partitions
+    final_a, final_b = set(a.assigned()[-1]), set(b.assigned()[-1])
+    assert final_a and final_b and not final_a & final_b and final_a | final_b == set(range(PARTITIONS))
+    # the newcomer took over work in progress: it recovered slots written by the first worker
+    assert max(b.loaded()) > 0, b.text()[-3000:]
+
+    got = read_events(kafka_broker, prefix + "audit")
+    first_seen: dict[str, dict[str, Any]] = {}
+    for e in got:
+        first_seen.setdefault(e["id"], e)
+    assert by_workload(first_seen.values()) == by_workload(expected)
+
+
+def test_bad_input_goes_to_the_dead_letter_topic_and_good_input_is_unaffected(kafka_broker: str, tmp_path: Path) -> None:
+    events, policy_docs = generated_stream(("web", "api"), 60)
+    stream, policies = write_stream(tmp_path, events, policy_docs)
+    expected = audit_of(replay(tmp_path, stream, policies))
+
+    prefix = _prefix()
+    env = env_for(kafka_broker, prefix)
+    web = b"c1/shop/Deployment/web"
+    bad_schema = orjson.dumps({"type": "metric", "ts": "soon", "workload": {"cluster": "c1"}, "samples": []})
+    wrong_topic = orjson.dumps({"type": "hpa", "ts": T0, "workload": orjson.loads(b'{"cluster":"c1","namespace":"shop","kind":"Deployment","name":"web"}'), "desired_replicas": 3})
+    bad = [
+        (prefix + "metrics", web, b"\xff\xfe\x00 garbage"),
+        (prefix + "metrics", web, b'{"type": "metric", "ts": 1762250400.0,'),
+        (prefix + "metrics", web, bad_schema),
+        (prefix + "metrics", web, wrong_topic),
+        (prefix + "hpa", b"c1/shop/Deployment/other", wrong_topic),
+    ]
+    publish(env, stream, policies)
+    produce(kafka_broker, bad)
+    with workers() as ws:
+        ws.append(Worker(tmp_path, "a", env))
+        wait_for(
+            lambda: len(read_topic(kafka_broker, prefix + "deadletter")) >= len(bad)
+            and len(read_topic(kafka_broker, prefix + "audit")) >= len(expected),
+            120,
+            interval=0.3,
+            message=lambda: ws[0].text()[-3000:],
+        )
+        wait_caught_up(kafka_broker, prefix)
+        assert ws[0].stop() == 0
+        assert ws[0].stats()["deadletter"] == len(bad)
+    _assert_no_tracebacks(*ws)
+
+    assert by_workload(read_events(kafka_broker, prefix + "audit")) == by_workload(expected)
+    letters = {(d["topic"], d["offset"]): d for d in read_events(kafka_broker, prefix + "deadletter")}
+    assert len(letters) == len(bad)
+    by_value = {d.get("value"): d for d in letters.values()}
+    garbage = next(d for d in letters.values() if d.get("value_base64"))
+    assert garbage["topic"] == prefix + "metrics" and garbage["key"] == web.decode()
+    assert "not valid JSON" in garbage["error"]
+    assert "not valid JSON" in by_value['{"type": "metric", "ts": 1762250400.0,']["error"]
+    assert by_value[bad_schema.decode()]["error"].startswith("field 'ts': ")
+    wrong = [d for d in letters.values() if d["value"] == wrong_topic.decode()]
+    assert sorted(d["error"] for d in wrong) == [
+        "field 'key': message key 'c1/shop/Deployment/other' is not the event's workload key 'c1/shop/Deployment/web'",
+        "field 'type': a 'hpa' event on the topic of 'metric' events",
+    ]
+    for d in letters.values():
+        assert isinstance(d["partition"], int) and isinstance(d["offset"], int)
