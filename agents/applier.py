@@ -249,11 +249,11 @@ def check_decision(data: Mapping[str, Any], bounds: Bounds) -> list[str]:
             raise Refusal(
                 f"refused: invalid decision: hpa.target_utilization key {key!r} is not <container>/<resource>"
             )
-        to = ch.get("to") if isinstance(ch, Mapping) else None
-        if isinstance(to, bool) or not isinstance(to, int | float) or not math.isfinite(to):
+        util = ch.get("to") if isinstance(ch, Mapping) else None
+        if isinstance(util, bool) or not isinstance(util, int | float) or not math.isfinite(util):
             raise Refusal(f"refused: invalid decision: hpa.target_utilization.{key}.to must be a number")
-        if not 1 <= to <= 100:
-            errors.append(f"hpa target utilization of {key} {to} is outside 1..100")
+        if not 1 <= util <= 100:
+            errors.append(f"hpa target utilization of {key} {util} is outside 1..100")
     return errors
 
 
@@ -819,6 +819,7 @@ def main(argv: Sequence[str]) -> int:
         print("tandem apply: --max-attempts must be >= 1", file=sys.stderr)
         return 2
     logging.basicConfig(level=args.loglevel.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("aiokafka").setLevel(max(logging.WARNING, logging.getLogger().level))
     try:
         settings = kafka_settings(args)
         api = api_client(args.kubeconfig)

@@ -101,7 +101,7 @@ def _ident(obj: Mapping[str, Any]) -> tuple[str, str]:
 def _pod_ready(pod: Mapping[str, Any]) -> bool:
     for c in (pod.get("status") or {}).get("conditions") or []:
         if c.get("type") == "Ready":
-            return c.get("status") == "True"
+            return bool(c.get("status") == "True")
     return False
 
 
@@ -154,7 +154,9 @@ class Collector:
         self.last_ts: dict[str, float] = {}
         self.policy_targets: dict[tuple[str, str, str], WorkloadRef] = {}  # (resource, ns, name) -> target
         self.oom_seen: set[tuple[str, str, int]] = set()
-        self.rejected = 0
+        self.rejected = 0  # events and policies that failed validation (logged, not sent)
+        self.lists: dict[str, int] = {}  # (re)lists per resource: 1 each while watches resume
+        self.resumes: dict[str, int] = {}  # watches that ended and were resumed from their resourceVersion
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -201,9 +203,13 @@ class Collector:
     def observe(self, kind: str, res: Resource, payload: Any, now: float) -> list[dict[str, Any]]:
         """Events for a watch event (``ADDED``/``MODIFIED``/``DELETED`` with an object) or a relist
         (``SYNC`` with the list of objects of ``res`` in one namespace, or in all: ``(ns, items)``)."""
+        if kind == "RESUMED":
+            self.resumes[self._bucket(res)] = self.resumes.get(self._bucket(res), 0) + 1
+            return []
         if kind == "SYNC":
             namespace, items = payload
             bucket = self._bucket(res)
+            self.lists[bucket] = self.lists.get(bucket, 0) + 1
             known = self.objects.get(bucket, {})
             present = {_ident(o) for o in items}
             out: list[dict[str, Any]] = []
@@ -262,9 +268,16 @@ class Collector:
     def _on_workload(self, kind: str, res: Resource, obj: Mapping[str, Any], now: float) -> list[dict[str, Any]]:
         self._store(self._bucket(res), kind, obj)
         out: list[dict[str, Any]] = []
-        if kind != "DELETED":  # the contract has no deletion of a workload; its last state stays
+        ns, name = _ident(obj)
+        if kind == "DELETED":  # the contract has no deletion of a workload; its last state stays
+            self._forget("workload", self._ref(ns, res.kind, name), res.kind)
+        else:
             self._emit(out, res.kind, self.workload_event(res, obj), now)
         return out
+
+    def _forget(self, type_: str, ref: WorkloadRef, source: str) -> None:
+        """Forget what was sent for a deleted object, so that a re-created one is sent again."""
+        self.sent.pop((type_, ref.key, source), None)
 
     def _on_pod(self, kind: str, pod: Mapping[str, Any], now: float) -> list[dict[str, Any]]:
         old = self._store(self._bucket(PODS), kind, pod)
@@ -309,9 +322,11 @@ class Collector:
     def _on_hpa(self, kind: str, hpa: Mapping[str, Any], now: float) -> list[dict[str, Any]]:
         self._store(self._bucket(HPAS), kind, hpa)
         out: list[dict[str, Any]] = []
-        if kind == "DELETED":
-            return out  # no deletion in the contract: the worker keeps the last hpa event
         ev = hpa_event(self.cluster, hpa)
+        if kind == "DELETED":  # no deletion in the contract: the worker keeps the last hpa event
+            if ev is not None:
+                self._forget("hpa", WorkloadRef(**ev["workload"]), f"hpa/{_ident(hpa)[1]}")
+            return out
         if ev is not None:
             self._emit(out, f"hpa/{_ident(hpa)[1]}", ev, now)
         return out
@@ -319,9 +334,11 @@ class Collector:
     def _on_vpa(self, kind: str, vpa: Mapping[str, Any], now: float) -> list[dict[str, Any]]:
         self._store(self._bucket(VPAS), kind, vpa)
         out: list[dict[str, Any]] = []
-        if kind == "DELETED":
-            return out
         ev = vpa_event(self.cluster, vpa)
+        if kind == "DELETED":
+            if ev is not None:
+                self._forget("vpa", WorkloadRef(**ev["workload"]), f"vpa/{_ident(vpa)[1]}")
+            return out
         if ev is not None:
             self._emit(out, f"vpa/{_ident(vpa)[1]}", ev, now)
         return out
@@ -490,6 +507,7 @@ def _watch_loop(
                 if kind in ("ADDED", "MODIFIED", "DELETED"):
                     push((kind, res, obj))
             delay = 1.0
+            push(("RESUMED", res, rv))  # the server ended the watch: resume from rv
         except KubeError as exc:
             if exc.status == 410:
                 log.info("%s: resourceVersion %s expired; relisting", res.plural, rv)
@@ -568,6 +586,7 @@ async def run(
     settings: Any = None,
     out: str | None = None,
     stop: threading.Event | None = None,
+    collector: Collector | None = None,
 ) -> None:
     """Watch the cluster and send events to Kafka (``settings``) or a JSON Lines file (``out``)."""
     stop = stop or threading.Event()
@@ -583,7 +602,7 @@ async def run(
             log.warning("could not check/create topics: %s: %s", type(exc).__name__, exc)
         sink = _KafkaSink(settings)
     await sink.start()
-    collector = Collector(config.cluster)
+    collector = collector or Collector(config.cluster)
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[tuple[str, Resource, Any]] = asyncio.Queue()
 
@@ -677,6 +696,7 @@ def main(argv: Sequence[str]) -> int:
         print("tandem collect: --interval and --watch-timeout must be positive", file=sys.stderr)
         return 2
     logging.basicConfig(level=args.loglevel.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("aiokafka").setLevel(max(logging.WARNING, logging.getLogger().level))
     try:
         settings = None if args.out else kafka_settings(args)
         api = api_client(args.kubeconfig)

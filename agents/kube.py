@@ -118,9 +118,11 @@ def api_client(kubeconfig: str | None = None) -> Any:
     if not path and os.path.isfile(os.path.expanduser("~/.kube/config")):
         path = os.path.expanduser("~/.kube/config")
     if path:
-        config.load_kube_config(config_file=path, client_configuration=configuration, persist_config=False)
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=path, client_configuration=configuration, persist_config=False
+        )
     else:
-        config.load_incluster_config(client_configuration=configuration)
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     return client.ApiClient(configuration)
 
 
@@ -243,7 +245,7 @@ def watch(
     try:
         if not 200 <= resp.status <= 299:
             raise _error(resp.status, str(resp.reason or ""), resp.read() or b"")
-        for line in iter_resp_lines(resp.response):
+        for line in iter_resp_lines(resp.response):  # type: ignore[no-untyped-call]
             if stop is not None and stop.is_set():
                 return
             if not line.strip():
@@ -274,7 +276,7 @@ def served(api: Any, res: Resource) -> bool:
 
 
 def _expr_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    key, op = expr.get("key"), expr.get("operator")
+    key, op = str(expr.get("key")), expr.get("operator")
     values: Sequence[str] = expr.get("values") or ()
     if op == "In":
         return key in labels and labels[key] in values

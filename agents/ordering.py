@@ -26,6 +26,14 @@ The inbox is part of the persisted slot (state, inbox, and the highest offset ta
 events acknowledged to Kafka but not yet released survive a crash, and a message delivered twice
 (at-least-once) is recognised by its offset and taken once.
 
+Backpressure: topics differ in event-time density (a ``workload`` event every few hours, a
+``metric`` batch every minute), and a consumer reads them at similar *message* rates, so with a
+backlog the sparse topics run hours ahead in event time and their events pile up in the inboxes.
+As Kafka Streams pauses a partition whose buffer is full, :meth:`Merger.throttle` names the
+topic-partitions to pause (those ahead of the bound, once a partition buffers ``high`` events)
+and to resume (once they are no longer ahead, or the buffer is down to ``low``).  The topic that
+sets the bound is never paused, so the bound keeps moving.
+
 Liveness: a caught-up topic-partition counts as ``+inf``.  When every input of partition ``p`` is
 caught up and nothing arrived for a while, :meth:`Merger.flush_idle` runs the pending tick of each
 workload of ``p`` (what ``tandem replay`` does when its input ends).  Processing time only decides
@@ -271,14 +279,19 @@ class Merger:
     persist the slots named in :attr:`dirty` (then clear it) and publish what was returned.
     """
 
-    def __init__(self, settings: Settings, kinds: Iterable[str] = KINDS) -> None:
+    def __init__(self, settings: Settings, kinds: Iterable[str] = KINDS, *, high: int = 1000, low: int = 250) -> None:
         self.settings = settings
         self.kinds = tuple(kinds)
+        self.high = high
+        self.low = low
         self.slots: dict[str, Slot] = {}
         self.clocks: dict[int, PartitionClock] = {}
         self.dirty: set[str] = set()
+        #: Input types paused per partition by :meth:`throttle`.
+        self.paused: dict[int, set[str]] = defaultdict(set)
         self._waiting: dict[int, set[str]] = defaultdict(set)  # keys with a non-empty inbox
         self._pending: dict[int, set[str]] = defaultdict(set)  # keys with a pending tick
+        self._buffered: dict[int, int] = defaultdict(int)  # inbox entries per partition
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -287,8 +300,10 @@ class Merger:
         self.slots.clear()
         self.clocks.clear()
         self.dirty.clear()
+        self.paused.clear()
         self._waiting.clear()
         self._pending.clear()
+        self._buffered.clear()
 
     def clock(self, partition: int, now: float) -> PartitionClock:
         c = self.clocks.get(partition)
@@ -301,6 +316,7 @@ class Merger:
         self.slots[slot.key] = slot
         if slot.inbox:
             self._waiting[slot.partition].add(slot.key)
+            self._buffered[slot.partition] += len(slot.inbox)
         if slot.state.pending_tick is not None:
             self._pending[slot.partition].add(slot.key)
 
@@ -330,8 +346,13 @@ class Merger:
             return False
         slot.inbox.append((event.ts, RANK[kind], offset, raw, event))
         self._waiting[partition].add(key)
+        self._buffered[partition] += 1
         self.dirty.add(key)
         return True
+
+    def buffered(self, partition: int) -> int:
+        """Inbox entries of ``partition`` waiting for the bound."""
+        return self._buffered.get(partition, 0)
 
     # --- output -----------------------------------------------------------------------------
 
@@ -356,6 +377,7 @@ class Merger:
             entries = slot.ready(bound)
             if not entries:
                 continue
+            self._buffered[partition] -= len(entries)
             self.dirty.add(key)
             state = slot.state
             for ts, rank, offset, raw, event in entries:
@@ -398,6 +420,31 @@ class Merger:
             self.dirty.add(key)
         pending.clear()
         return out
+
+    def throttle(self, partition: int, highwaters: Mapping[str, int | None]) -> tuple[list[str], list[str]]:
+        """Backpressure (see the module doc): the input types of ``partition`` to pause and to resume."""
+        clock = self.clocks.get(partition)
+        if clock is None:
+            return [], []
+        paused = self.paused[partition]
+        buffered = self._buffered.get(partition, 0)
+        bound = clock.bound(highwaters)
+        resume = []
+        for kind in sorted(paused):
+            last = clock.sources[kind].last_ts
+            if buffered <= self.low or last is None or last <= bound:
+                resume.append(kind)
+        paused.difference_update(resume)
+        pause = []
+        if buffered >= self.high and bound != INF:
+            for kind, src in clock.sources.items():
+                if kind in paused or src.last_ts is None or src.last_ts <= bound:
+                    continue
+                if src.caught_up(highwaters.get(kind)):
+                    continue
+                pause.append(kind)
+            paused.update(pause)
+        return pause, resume
 
     def has_pending(self, partition: int) -> bool:
         return bool(self._pending.get(partition) or self._waiting.get(partition))

@@ -60,6 +60,8 @@ log = logging.getLogger("tandem.worker")
 
 #: Input types that tandem also produces (its own recommendations, ``"source": "tandem"``).
 _OWN = frozenset({"hpa", "vpa"})
+#: Largest table record (slot) the worker writes; the changelog topic and producer allow it.
+MAX_SLOT_BYTES = 16 * 1024 * 1024
 #: How often the timer looks for releasable inboxes and idle partitions (seconds).
 TIMER_INTERVAL = 0.25
 
@@ -142,6 +144,9 @@ class Pipeline:
             key_type=bytes,  # bytes -> the "raw" codec
             value_type=bytes,
             help="per-workload slot: decision state, unreleased inputs, offsets taken",
+            # A slot is a few KB; its inbox may briefly hold thousands of events before
+            # backpressure bites, so allow more than Kafka's default 1 MB per record.
+            extra_topic_configs={"max.message.bytes": str(MAX_SLOT_BYTES)},
         )
 
     # --- Faust wiring ---------------------------------------------------------------------
@@ -212,6 +217,12 @@ class Pipeline:
                 msg = ev.message
                 kind = kind_of[msg.topic]
                 partition = msg.partition
+                if os.environ.get("XX_DEBUG"):
+                    c = merger.clocks.get(partition)
+                    if c is not None:
+                        no = c.sources[kind].next_offset
+                        if no is not None and msg.offset > no:
+                            log.warning("DBG jump %s[%d] %d -> %d", kind, partition, no, msg.offset)
                 value = msg.value
                 try:
                     if value is None:
@@ -241,6 +252,7 @@ class Pipeline:
                 out.extend(merger.release(p, self._highwaters(p)))
             await self._publish(out, rejects)
             await self._persist()
+            await self._throttle(touched)
 
     # --- the timer ------------------------------------------------------------------------
 
@@ -264,6 +276,7 @@ class Pipeline:
             if out or self.merger.dirty:
                 await self._publish(out, [])
                 await self._persist()
+            await self._throttle(self.assigned)
 
     # --- helpers --------------------------------------------------------------------------
 
@@ -322,6 +335,31 @@ class Pipeline:
         for tp, off in starts.items():
             self.merger.clock(tp.partition, now).set_start(self.kind_of_topic[tp.topic], off)
         self.starts_known = True
+
+    async def _throttle(self, partitions: Iterable[int]) -> None:
+        """Pause the input topic-partitions that run ahead in event time; resume them (see ordering).
+
+        Faust's ``pause_partitions`` only stops handing records of a partition to the streams:
+        records already fetched for it in the current round are dropped, their offsets consumed.
+        So a resume first seeks the partition back to the offset after the last message the agent
+        saw; what arrives twice is recognised by its offset (``Slot.accept``).
+        """
+        consumer = self.app.consumer
+        for p in partitions:
+            pause, resume = self.merger.throttle(p, self._highwaters(p))
+            if pause and os.environ.get("XX_DEBUG"):
+                log.warning("DBG pause %d %s", p, pause)
+            if pause:
+                consumer.pause_partitions({TP(self.topic_of_kind[k], p) for k in pause})
+                self.stats["paused"] += len(pause)
+            for kind in resume:
+                tp = TP(self.topic_of_kind[kind], p)
+                position = self.merger.clocks[p].sources[kind].position
+                if position is not None:
+                    if os.environ.get("XX_DEBUG"):
+                        log.warning("DBG resume %s seek %d", tp, position)
+                    await consumer.seek(tp, position)
+                consumer.resume_partitions({tp})
 
     def _highwaters(self, partition: int) -> dict[str, int | None]:
         highwater = self.app.consumer.highwater
@@ -391,7 +429,12 @@ class Pipeline:
             token = _current_event.set(weakref.ref(anchor))  # type: ignore[arg-type]
             try:
                 for slot in slots:
-                    table[slot.key.encode()] = slot.to_bytes()
+                    data = slot.to_bytes()
+                    if len(data) > MAX_SLOT_BYTES // 4:
+                        log.warning(
+                            "tandem worker: slot of %s is %d bytes (%d events waiting)", slot.key, len(data), len(slot.inbox)
+                        )
+                    table[slot.key.encode()] = data
             finally:
                 _current_event.reset(token)
 

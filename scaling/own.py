@@ -13,6 +13,7 @@ cluster's, and the drivers publish them (``tandem.hpa``/``tandem.vpa``, or
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -73,6 +74,14 @@ def _vpa_states(state: WorkloadState) -> dict[str, vpa_rec.ContainerState]:
     return live
 
 
+def _millicores(cores: float) -> int:
+    """Cores to millicores rounded *up*, as ``Quantity.MilliValue()`` does for the HPA's samples;
+    a float such as 0.3 * 1000 = 300.00000000000006 is an exact 300, not 301."""
+    v = cores * 1000
+    r = round(v)
+    return r if abs(v - r) < 1e-6 else math.ceil(v)
+
+
 def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> None:
     """Feed one metric event's container samples to both recommenders' state.
 
@@ -87,7 +96,7 @@ def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> Non
     for s in event.samples:
         pod = usage.setdefault(s.pod, {})
         prev = pod.get(s.container)
-        cpu = round(s.cpu * 1000) if s.cpu is not None else (prev[1] if prev else None)
+        cpu = _millicores(s.cpu) if s.cpu is not None else (prev[1] if prev else None)
         mem = s.memory if s.memory is not None else (prev[2] if prev else None)
         pod[s.container] = [event.ts, cpu, mem]
     if len(usage) > MAX_PODS:

@@ -26,7 +26,7 @@ def create_app(settings: WorkerSettings, *, loop: Any = None) -> Any:
     """A configured Faust app with tandem's pipeline installed (not started)."""
     import faust
 
-    from agents.pipeline import install
+    from agents.pipeline import MAX_SLOT_BYTES, install
 
     heartbeat = min(3.0, settings.session_timeout / 3)
     conf: dict[str, Any] = {
@@ -47,6 +47,7 @@ def create_app(settings: WorkerSettings, *, loop: Any = None) -> Any:
         "broker_request_timeout": max(90.0, settings.session_timeout + 5),
         "broker_commit_interval": settings.commit_interval,
         "web_enabled": settings.web,
+        "producer_max_request_size": MAX_SLOT_BYTES + 65536,
     }
     if settings.web_port is not None:
         conf["web_port"] = settings.web_port

@@ -538,7 +538,12 @@ def _times(args: argparse.Namespace, prog: str) -> tuple[float | None, float | N
 
 def _main_list(argv: Sequence[str]) -> int:
     prog = "tandem audit"
-    p = argparse.ArgumentParser(prog=prog, description="filter and print the audit stream")
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="filter and print the audit stream",
+        epilog="tandem audit explain KEY [FILE] tells one workload's story, tick by tick (--help for its options). "
+        "TIME: Unix seconds, RFC 3339 (2025-11-04T07:00:00Z) or a duration before now (2h).",
+    )
     p.add_argument("file", nargs="?", help="audit JSON Lines file (.jsonl, .jsonl.gz, - for stdin); none: Kafka")
     _add_source_options(p)
     p.add_argument("--cluster", default=env("cluster"), help="only this cluster")

@@ -424,7 +424,7 @@ def add_metrics_options(p: argparse.ArgumentParser, default_port: int = 9464) ->
         "--ready-max-event-age",
         type=float,
         default=float(env("ready_max_event_age", str(DEFAULT_MAX_EVENT_AGE))),
-        help=f"/readyz fails when the last processed event is older, in s (default {DEFAULT_MAX_EVENT_AGE:g}; 0: never)",
+        help=f"/readyz fails when the last processed event is older (s; default {DEFAULT_MAX_EVENT_AGE:g}; 0: never)",
     )
     p.add_argument(
         "--metrics-workloads",

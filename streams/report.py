@@ -49,7 +49,7 @@ from .settings import env
 __all__ = ["ReportData", "WorkloadData", "build", "collect", "main", "render_html"]
 
 WIDTH = 1240  # SVG width (px)
-LEFT, RIGHT = 78, 34  # plot margins (the right one leaves room for the last time label)
+LEFT, RIGHT = 78, 60  # plot margins (the right one holds the bound labels and the last time label)
 DECISION_COLOR = "#0f766e"
 REASON_COLORS = {
     "MinChange": "#db2777",
@@ -437,7 +437,8 @@ class Chart:
                 f'stroke="{"#94a3b8" if strong else "#e2e8f0"}" stroke-width="1"/>'
             )
             p.append(
-                f'<text x="{_fmt(x)}" y="{self.height - 6}" text-anchor="middle" class="{"tl strong" if strong else "tl"}">'
+                f'<text x="{_fmt(x)}" y="{self.height - 6}" text-anchor="middle" '
+                f'class="{"tl strong" if strong else "tl"}">'
                 f"{label}</text>"
             )
         v = self.y_min
@@ -445,12 +446,14 @@ class Chart:
             y = self.y(v)
             p.append(f'<line x1="{LEFT}" x2="{a.width - RIGHT}" y1="{_fmt(y)}" y2="{_fmt(y)}" stroke="#eef2f7"/>')
             p.append(
-                f'<text x="{LEFT - 6}" y="{_fmt(y + 4)}" text-anchor="end" class="yl">{_label(v, self.div, self.suffix)}</text>'
+                f'<text x="{LEFT - 6}" y="{_fmt(y + 4)}" text-anchor="end" class="yl">'
+                f"{_label(v, self.div, self.suffix)}</text>"
             )
             v += self.step
         p.append(
             f'<text x="12" y="{_fmt((self.top + self.bottom) / 2)}" class="yt" '
-            f'transform="rotate(-90 12 {_fmt((self.top + self.bottom) / 2)})" text-anchor="middle">{html.escape(self.y_label)}</text>'
+            f'transform="rotate(-90 12 {_fmt((self.top + self.bottom) / 2)})" text-anchor="middle">'
+            f"{html.escape(self.y_label)}</text>"
         )
         p.append(
             f'<rect x="{LEFT}" y="{self.top}" width="{a.width - LEFT - RIGHT}" height="{self.bottom - self.top}" '
@@ -612,13 +615,15 @@ def _strip(w: WorkloadData, axis: Axis) -> str:
         if e.type == "decision":
             color = "#94a3b8" if e.data.get("dry_run") else DECISION_COLOR
             parts.append(
-                f'<rect class="ev" x="{float(x) - 1.5:.1f}" y="6" width="3" height="16" fill="{color}"{_data_attrs(e)}>{title}</rect>'
+                f'<rect class="ev" x="{float(x) - 1.5:.1f}" y="6" width="3" height="16" fill="{color}"'
+                f"{_data_attrs(e)}>{title}</rect>"
             )
         elif e.type == "blocked":
             reasons = [str(b.get("reason")) for b in e.data.get("blocked") or []]
             color = _reason_color(reasons[0] if reasons else "")
             parts.append(
-                f'<rect class="ev" x="{float(x) - 1:.1f}" y="27" width="2" height="12" fill="{color}"{_data_attrs(e)}>{title}</rect>'
+                f'<rect class="ev" x="{float(x) - 1:.1f}" y="27" width="2" height="12" fill="{color}"'
+                f"{_data_attrs(e)}>{title}</rect>"
             )
         elif e.type in ("applied", "apply_failed"):
             color = DECISION_COLOR if e.type == "applied" else "#b91c1c"
@@ -663,7 +668,7 @@ def _replicas_chart(w: WorkloadData, axis: Axis) -> str | None:
         for v, word in ((hi, "max"), (lo, "min")):
             if v is not None:
                 c.parts.append(
-                    f'<text x="{axis.width - RIGHT - 4}" y="{_fmt(c.y(v) - 4)}" text-anchor="end" class="bl">{word} {v}</text>'
+                    f'<text x="{axis.width - RIGHT + 4}" y="{_fmt(c.y(v) + 4)}" class="bl">{word} {v}</text>'
                 )
     c.steps(w.hpa_desired, HPA, 1.2, "2 3")
     c.steps(w.replicas, REPLICAS, 2.2)
@@ -682,7 +687,8 @@ def _replicas_chart(w: WorkloadData, axis: Axis) -> str | None:
     return c.svg()
 
 
-def _resource_chart(w: WorkloadData, cname: str, res: str, rd: ResourceData, axis: Axis) -> str | None:
+def _resource_marks(w: WorkloadData, cname: str, res: str) -> list[tuple[AuditEvent, float, str, str, bool]]:
+    """(event, value, "decision"|"blocked", colour, upwards) for one container resource's chart."""
     from scaling.quantity import parse_quantity
 
     target = f"{cname}/{res}"
@@ -708,6 +714,11 @@ def _resource_chart(w: WorkloadData, cname: str, res: str, rd: ResourceData, axi
                     )
                 except Exception:
                     continue
+    return marks
+
+
+def _resource_chart(w: WorkloadData, cname: str, res: str, rd: ResourceData, axis: Axis) -> str | None:
+    marks = _resource_marks(w, cname, res)
     if not (rd.usage.points or rd.requests or rd.limits or marks):
         return None
     values = [hi for _, _, _, hi in rd.usage.points] + [v for _, v in rd.requests if v is not None]
@@ -734,7 +745,7 @@ def _series_chart(w: WorkloadData, name: str, points: list[tuple[float, float]],
     if target is not None:
         c.steps([(axis.t0, target)], BOUND, 1.2, "6 4")
         c.parts.append(
-            f'<text x="{axis.width - RIGHT - 4}" y="{_fmt(c.y(target) - 4)}" text-anchor="end" class="bl">target {target:g}</text>'
+            f'<text x="{axis.width - RIGHT + 4}" y="{_fmt(c.y(target) + 4)}" class="bl">target {target:g}</text>'
         )
     c.line(points, USAGE, 1.3)
     return c.svg()
@@ -760,7 +771,7 @@ border-bottom:11px solid}
 .box{display:inline-block;width:16px;height:10px}
 svg{display:block}svg text{font-family:inherit}
 .tl{font-size:11px;fill:#64748b}.tl.strong{fill:#0f172a;font-weight:600}
-.yl{font-size:11px;fill:#64748b}.yt{font-size:11.5px;fill:#334155}.bl{font-size:11px;fill:#475569}
+.yl{font-size:11px;fill:#64748b}.yt{font-size:11.5px;fill:#334155}.bl{font-size:10.5px;fill:#475569}
 table{border-collapse:collapse;margin:6px 0 16px;background:#fff}
 td,th{border:1px solid #e2e8f0;padding:4px 9px;text-align:left;font-size:13px}th{background:#f1f5f9}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
@@ -809,7 +820,8 @@ def _section(w: WorkloadData, axis: Axis, from_stream: bool) -> str:
         counts += " · held back: " + ", ".join(f"{n} {r}" for r, n in reasons.items())
     out = [f'<section id="{html.escape(w.key)}">']
     out.append(
-        f'<div class="head"><h2>{html.escape(w.key)}</h2><span class="pol">{html.escape(str(pol.get("kind", "no policy")))} '
+        f'<div class="head"><h2>{html.escape(w.key)}</h2>'
+        f'<span class="pol">{html.escape(str(pol.get("kind", "no policy")))} '
         f"{html.escape(str(pol.get('name', '')))} · mode {html.escape(str(pol.get('mode', '-')))}</span></div>"
     )
     out.append(f'<div class="counts">{html.escape(counts)}</div>')
@@ -864,7 +876,8 @@ def render_html(data: ReportData, title: str, keys: Sequence[str] | None = None,
     keys = sorted(data.workloads) if keys is None else list(keys)
     span_h = (data.t1 - data.t0) / 3600
     when = (
-        f"{datetime.fromtimestamp(data.t0, UTC):%Y-%m-%d %H:%M} to {datetime.fromtimestamp(data.t1, UTC):%Y-%m-%d %H:%M} UTC"
+        f"{datetime.fromtimestamp(data.t0, UTC):%Y-%m-%d %H:%M} to "
+        f"{datetime.fromtimestamp(data.t1, UTC):%Y-%m-%d %H:%M} UTC"
         f" ({span_h:.1f} h of event time)"
     )
     src = ", ".join(os.path.basename(p) for p in data.inputs)
@@ -879,7 +892,8 @@ def render_html(data: ReportData, title: str, keys: Sequence[str] | None = None,
         out.append(f'<div class="note">{html.escape(n)}</div>')
     if len(keys) > 1:
         out.append(
-            "<table><tr><th>workload</th><th>policy</th><th>decisions</th><th>blocked reports</th><th>replicas</th></tr>"
+            "<table><tr><th>workload</th><th>policy</th><th>decisions</th><th>blocked reports</th>"
+            "<th>replicas</th></tr>"
         )
         for k in keys:
             w = data.workloads[k]
@@ -887,7 +901,8 @@ def render_html(data: ReportData, title: str, keys: Sequence[str] | None = None,
             reps = [v for _, v in w.replicas]
             rng = f"{min(reps)}..{max(reps)}" if reps else "-"
             out.append(
-                f'<tr><td><a href="#{html.escape(k)}">{html.escape(k)}</a></td><td>{html.escape(str(pol.get("kind", "-")))} '
+                f'<tr><td><a href="#{html.escape(k)}">{html.escape(k)}</a></td>'
+                f"<td>{html.escape(str(pol.get('kind', '-')))} "
                 f"{html.escape(str(pol.get('name', '')))}</td>"
                 f'<td class="n">{sum(e.type == "decision" for e in w.events)}</td>'
                 f'<td class="n">{sum(e.type == "blocked" for e in w.events)}</td><td class="n">{rng}</td></tr>'
@@ -998,11 +1013,17 @@ def _pngs_matplotlib(data: ReportData, title: str, out: Path) -> list[Path]:  # 
             r = e.data.get("replicas")
             if e.type == "decision" and isinstance(r, Mapping):
                 ax.plot(dt([e.ts]), [r["to"]], marker="^", color=DECISION_COLOR, ls="")
+            for b in e.data.get("blocked") or []:
+                if b.get("target") == "replicas" and isinstance(b.get("wanted"), int):
+                    ax.plot(dt([e.ts]), [b["wanted"]], marker="o", mfc="none", ls="", ms=4,
+                            color=_reason_color(str(b.get("reason"))))  # fmt: skip
         ax.set_ylabel("replicas")
         ax.legend(loc="upper left", fontsize=8)
         for i, (cname, res, rd) in enumerate(resources, 1):
             ax = axes[i][0]
-            pts = rd.usage.points
+            values = [p[3] for p in rd.usage.points] + [v for _, v in rd.requests + rd.limits if v is not None]
+            div, _, unit = _unit(res, max(values or [1.0]))
+            pts = [(t, a / div, lo / div, hi / div) for t, a, lo, hi in rd.usage.points]
             if pts:
                 ax.fill_between(
                     dt([p[0] for p in pts]), [p[2] for p in pts], [p[3] for p in pts], color=BAND, alpha=0.35
@@ -1011,7 +1032,7 @@ def _pngs_matplotlib(data: ReportData, title: str, out: Path) -> list[Path]:  # 
                     dt([p[0] for p in pts]), [p[1] for p in pts], color=USAGE, lw=1, label="usage (per-pod average)"
                 )
             for series, color, ls, label in ((rd.requests, REQUEST, "-", "request"), (rd.limits, LIMIT, "--", "limit")):
-                s = [(t, v) for t, v in series if v is not None]
+                s = [(t, v / div) for t, v in series if v is not None]
                 if s:
                     ax.step(
                         dt([t for t, _ in s] + [data.t1]),
@@ -1021,7 +1042,11 @@ def _pngs_matplotlib(data: ReportData, title: str, out: Path) -> list[Path]:  # 
                         ls=ls,
                         label=label,
                     )
-            ax.set_ylabel(f"{cname} {res}")
+            for e, v, kind, color, up in _resource_marks(w, cname, res):
+                marker = ("^" if up else "v") if kind == "decision" else "o"
+                ax.plot(dt([e.ts]), [v / div], marker=marker, ls="", ms=5 if kind == "decision" else 4, color=color,
+                        mfc=color if kind == "decision" else "none")  # fmt: skip
+            ax.set_ylabel(f"{cname} {unit}")
             ax.legend(loc="upper left", fontsize=8)
         for j, name in enumerate(sorted(w.series), 1 + len(resources)):
             ax = axes[j][0]
@@ -1084,6 +1109,7 @@ def build(
     if workloads:
         keep = {k for k in data.workloads if any(k == w or k.endswith("/" + w) for w in workloads)}
         data.workloads = {k: v for k, v in data.workloads.items() if k in keep}
+        data.audit = [e for e in data.audit if "/".join(e.workload) in keep]
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "audit.jsonl", "wb") as fh:
         for e in data.audit:

@@ -392,7 +392,8 @@ def parse_hvpa(manifest: Mapping[str, Any], workload: WorkloadRef) -> HvpaSpec:
         ),
         window=window,
         hpa_metrics=_metrics(tmpl.get("metrics"), "spec.hpa.template.spec.metrics"),
-        hpa_behavior=mapping_field(tmpl, "behavior") or None,
+        # an empty behavior still means "behavior with upstream defaults", not the legacy rules
+        hpa_behavior=mapping_field(tmpl, "behavior") if tmpl.get("behavior") is not None else None,
     )
 
 
@@ -474,7 +475,7 @@ def _parse_seed(spec: Mapping[str, Any], name: str, workload: WorkloadRef) -> Hv
         mode=mode,
         mixed=mixed,
         hpa_metrics=metrics,
-        hpa_behavior=mapping_field(hpa, "behavior") or None,
+        hpa_behavior=mapping_field(hpa, "behavior") if hpa.get("behavior") is not None else None,
     )
 
 

@@ -357,7 +357,11 @@ def parse_hvpa_v2(manifest: Mapping[str, Any], workload: WorkloadRef) -> HvpaV2P
         default_buckets=default_buckets,
         default_problem=default_problem,
         hpa_metrics=_metrics(get_path(manifest, "spec.hpa.template.spec.metrics"), "spec.hpa.template.spec.metrics"),
-        hpa_behavior=mapping_field(manifest, "spec.hpa.template.spec.behavior") or None,
+        hpa_behavior=(
+            mapping_field(manifest, "spec.hpa.template.spec.behavior")
+            if get_path(manifest, "spec.hpa.template.spec.behavior") is not None
+            else None
+        ),
     )
     return HvpaV2Policy(spec)
 

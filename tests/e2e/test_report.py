@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 import subprocess
@@ -213,3 +214,50 @@ def test_report_screenshots_each_workload_to_a_png_with_headless_chromium(tmp_pa
     assert width == WIDTH + 80
     assert height > 600
     assert "and 1 PNG(s)" in result.stderr
+
+
+def _small_stream(tmp_path: Path) -> tuple[Path, Path]:
+    stream = tmp_path / "s.jsonl"
+    events = [workload(T0 + 1, 2), hpa(T0 + 6, 3, True), vpa(T0 + 7, "500m", "3G"), workload(T0 + 20, 3)]
+    stream.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
+    policy = tmp_path / "p.json"
+    policy.write_bytes(orjson.dumps(fixture_a(40)))
+    return stream, policy
+
+
+def test_report_without_matplotlib_or_chromium_says_why_it_has_no_pngs(tmp_path: Path) -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("matplotlib is installed: it would draw the PNGs")
+    stream, policy = _small_stream(tmp_path)
+    exe = shutil.which("tandem") or str(Path(sys.executable).parent / "tandem")
+    env = {**os.environ, "PATH": str(Path(exe).parent)}  # no chromium on this PATH
+    result = subprocess.run(
+        [exe, "report", str(stream), "--policy", str(policy), "--out", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "(no PNGs)" in result.stderr
+    assert list((tmp_path / "r").glob("*.png")) == []
+    page = (tmp_path / "r" / "index.html").read_text(encoding="utf-8")
+    assert "No PNGs: neither matplotlib nor a headless Chromium (chromium on the PATH) is installed." in page
+
+
+def test_report_draws_pngs_with_matplotlib_when_it_is_installed(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="matplotlib is optional and not installed")
+    stream, policy = _small_stream(tmp_path)
+    out = str(tmp_path / "r")
+    cmd = ["report", str(stream), "--policy", str(policy), "--out", out, "--png", "matplotlib"]
+    # This interpreter: the one with matplotlib.
+    result = subprocess.run(
+        [sys.executable, "-m", "streams.cli", *cmd], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    assert result.returncode == 0, result.stderr
+    assert "and 1 PNG(s)" in result.stderr
+    assert (tmp_path / "r" / "c1_shop_Deployment_web.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -237,8 +237,8 @@ def decision(namespace: str, name: str, *, cluster: str = CLUSTER, kind: str = "
 class Harness:
     """An applier consuming its own topics in a thread, and a reader of its audit topic."""
 
-    def __init__(self, broker: str, api: Any, config: ApplierConfig) -> None:
-        self.settings = KafkaSettings(broker, f"t{uuid.uuid4().hex[:8]}.", partitions=1)
+    def __init__(self, broker: str, api: Any, config: ApplierConfig, prefix: str | None = None) -> None:
+        self.settings = KafkaSettings(broker=broker, prefix=prefix or f"t{uuid.uuid4().hex[:8]}.", partitions=1)
         self.applier = Applier(api, config)
         self.config = config
         self.audit: list[dict[str, Any]] = []

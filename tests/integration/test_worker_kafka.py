@@ -45,7 +45,11 @@ T0 = 1762250400.0
 POLICY = {
     "apiVersion": "autoscaling.k8s.io/v1alpha1",
     "kind": "Hvpa",
-    "metadata": {"name": "web", "namespace": "shop", "annotations": {"hpa-controller": "hvpa", "tandem.dev/cluster": "c1"}},
+    "metadata": {
+        "name": "web",
+        "namespace": "shop",
+        "annotations": {"hpa-controller": "hvpa", "tandem.dev/cluster": "c1"},
+    },
     "spec": {
         "targetRef": {"kind": "Deployment", "name": "web"},
         "hpa": {"deploy": True, "template": {"spec": {"minReplicas": 1, "maxReplicas": 6}}},
@@ -89,7 +93,9 @@ def generated_stream(names: Sequence[str], steps: int) -> tuple[list[dict[str, A
     return events, policies
 
 
-def write_stream(tmp: Path, events: Iterable[Mapping[str, Any]], policies: Sequence[Mapping[str, Any]]) -> tuple[Path, list[Path]]:
+def write_stream(
+    tmp: Path, events: Iterable[Mapping[str, Any]], policies: Sequence[Mapping[str, Any]]
+) -> tuple[Path, list[Path]]:
     stream = tmp / "stream.jsonl"
     stream.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
     paths = []
@@ -138,7 +144,11 @@ def by_workload(events: Iterable[Mapping[str, Any]]) -> dict[str, list[bytes]]:
     """Each workload's events, in order, as the bytes the worker writes (orjson, insertion order)."""
     out: dict[str, list[bytes]] = defaultdict(list)
     for e in events:
-        key = e["subject"] if "subject" in e else "/".join(e["workload"][f] for f in ("cluster", "namespace", "kind", "name"))
+        key = (
+            e["subject"]
+            if "subject" in e
+            else "/".join(e["workload"][f] for f in ("cluster", "namespace", "kind", "name"))
+        )
         out[key].append(orjson.dumps(e))
     return dict(out)
 
@@ -441,7 +451,9 @@ def test_two_workers_split_partitions_and_a_rebalance_loses_nothing(kafka_broker
     assert by_workload(first_seen.values()) == by_workload(expected)
 
 
-def test_bad_input_goes_to_the_dead_letter_topic_and_good_input_is_unaffected(kafka_broker: str, tmp_path: Path) -> None:
+def test_bad_input_goes_to_the_dead_letter_topic_and_good_input_is_unaffected(
+    kafka_broker: str, tmp_path: Path
+) -> None:
     events, policy_docs = generated_stream(("web", "api"), 60)
     stream, policies = write_stream(tmp_path, events, policy_docs)
     expected = audit_of(replay(tmp_path, stream, policies))
@@ -450,7 +462,14 @@ def test_bad_input_goes_to_the_dead_letter_topic_and_good_input_is_unaffected(ka
     env = env_for(kafka_broker, prefix)
     web = b"c1/shop/Deployment/web"
     bad_schema = orjson.dumps({"type": "metric", "ts": "soon", "workload": {"cluster": "c1"}, "samples": []})
-    wrong_topic = orjson.dumps({"type": "hpa", "ts": T0, "workload": orjson.loads(b'{"cluster":"c1","namespace":"shop","kind":"Deployment","name":"web"}'), "desired_replicas": 3})
+    wrong_topic = orjson.dumps(
+        {
+            "type": "hpa",
+            "ts": T0,
+            "workload": orjson.loads(b'{"cluster":"c1","namespace":"shop","kind":"Deployment","name":"web"}'),
+            "desired_replicas": 3,
+        }
+    )
     bad = [
         (prefix + "metrics", web, b"\xff\xfe\x00 garbage"),
         (prefix + "metrics", web, b'{"type": "metric", "ts": 1762250400.0,'),
@@ -463,8 +482,10 @@ def test_bad_input_goes_to_the_dead_letter_topic_and_good_input_is_unaffected(ka
     with workers() as ws:
         ws.append(Worker(tmp_path, "a", env))
         wait_for(
-            lambda: len(read_topic(kafka_broker, prefix + "deadletter")) >= len(bad)
-            and len(read_topic(kafka_broker, prefix + "audit")) >= len(expected),
+            lambda: (
+                len(read_topic(kafka_broker, prefix + "deadletter")) >= len(bad)
+                and len(read_topic(kafka_broker, prefix + "audit")) >= len(expected)
+            ),
             120,
             interval=0.3,
             message=lambda: ws[0].text()[-3000:],

@@ -182,7 +182,11 @@ def test_merger_refuses_a_workload_on_two_partitions() -> None:
 POLICY = {
     "apiVersion": "autoscaling.k8s.io/v1alpha1",
     "kind": "Hvpa",
-    "metadata": {"name": "web", "namespace": "shop", "annotations": {"hpa-controller": "hvpa", "tandem.dev/cluster": "c1"}},
+    "metadata": {
+        "name": "web",
+        "namespace": "shop",
+        "annotations": {"hpa-controller": "hvpa", "tandem.dev/cluster": "c1"},
+    },
     "spec": {
         "targetRef": {"kind": "Deployment", "name": "web"},
         "hpa": {"deploy": True, "template": {"spec": {"minReplicas": 1, "maxReplicas": 6}}},
@@ -209,7 +213,9 @@ def small_stream(names: Iterable[str] = ("web", "api", "db"), n: int = 60) -> tu
                         "ts": ts,
                         "workload": wl,
                         "replicas": 2,
-                        "containers": {"app": {"requests": {"cpu": "250m", "memory": "200M"}, "limits": {"memory": "1G"}}},
+                        "containers": {
+                            "app": {"requests": {"cpu": "250m", "memory": "200M"}, "limits": {"memory": "1G"}}
+                        },
                     }
                 )
             if i % 3 == 1:
@@ -263,15 +269,27 @@ def _topic_partitions(events: list[dict], policies: list[dict], n: int) -> dict[
 
 
 def _run_worker_simulation(
-    tps: Mapping[tuple[str, int], list[dict]], n: int, rng: random.Random, *, crashes: int = 0
+    tps: Mapping[tuple[str, int], list[dict]],
+    n: int,
+    rng: random.Random,
+    *,
+    crashes: int = 0,
+    high: int | None = None,
+    stats: dict[str, int] | None = None,
 ) -> list[dict[str, Any]]:
     """Deliver the topic-partitions in random interleavings and batches through a Merger.
 
     A crash loses the Merger; the persisted slots (saved after every batch, like the table) are
     reloaded and delivery resumes from the committed offsets, which lag the slots by a random
     number of batches: the redelivered messages must be recognised as already taken.
+
+    With ``high``, the merger's backpressure pauses topic-partitions; pausing also skips a few
+    in-flight messages (what Faust does to records it already fetched), and resuming seeks back to
+    the merger's position, as the worker does.
     """
     settings = Settings()
+    stats = stats if stats is not None else {}
+    throttle = high is not None
     highwater = {tp: len(msgs) for tp, msgs in tps.items()}
     committed: dict[tuple[str, int], int] = defaultdict(int)
     persisted: dict[str, bytes] = {}
@@ -283,7 +301,7 @@ def _run_worker_simulation(
         return {kind: highwater.get((kind, p), 0) for kind in KINDS}
 
     def start() -> tuple[Merger, dict[tuple[str, int], int]]:
-        merger = Merger(settings)
+        merger = Merger(settings, high=high or 1000, low=max(1, (high or 1000) // 4))
         for data in persisted.values():
             merger.load(Slot.from_bytes(data))
         for p in range(n):
@@ -300,7 +318,9 @@ def _run_worker_simulation(
         size = rng.randint(1, 40)
         touched = set()
         for _ in range(size):
-            left = [tp for tp in left if position.get(tp, 0) < highwater[tp]]
+            left = [
+                tp for tp in left if position.get(tp, 0) < highwater[tp] and tp[0] not in merger.paused.get(tp[1], ())
+            ]
             if not left:
                 break
             tp = rng.choice(left)
@@ -315,12 +335,30 @@ def _run_worker_simulation(
             out = merger.release(p, hws(p))
             assert not out.rejected
             emitted.extend(ev for _, kind, ev in out.emitted if kind == "audit")
+            stats["max_buffered"] = max(stats.get("max_buffered", 0), merger.buffered(p))
+        if throttle:
+            for p in range(n):
+                pause, resume = merger.throttle(p, hws(p))
+                for kind in pause:
+                    stats["paused"] = stats.get("paused", 0) + 1
+                    tp = (kind, p)  # records already fetched for it are dropped by Faust
+                    position[tp] = min(highwater.get(tp, 0), position.get(tp, 0) + rng.randint(0, 3))
+                for kind in resume:
+                    pos = merger.clocks[p].sources[kind].position
+                    if pos is not None:
+                        position[(kind, p)] = pos  # seek back
         # persist the touched slots (the table), then "ack": offsets become committable later
         before = dict(persisted)
         for key in merger.dirty:
             persisted[key] = merger.slots[key].to_bytes()
         merger.dirty.clear()
-        history.append(dict(position))
+        # what the consumer may commit: the messages the merger has seen (acked), not those the
+        # fetcher skipped while pausing
+        acked = {}
+        for tp in tps:
+            pos = merger.clocks[tp[1]].sources[tp[0]].position
+            acked[tp] = committed[tp] if pos is None else pos
+        history.append(acked)
         batches += 1
         if crash_points and batches == crash_points[0]:
             crash_points.pop(0)
@@ -335,7 +373,7 @@ def _run_worker_simulation(
             merger, position = start()
             history = [dict(position)]
             continue
-        if not left or all(position.get(tp, 0) >= highwater[tp] for tp in tps):
+        if all(position.get(tp, 0) >= highwater[tp] for tp in tps):
             break
     now += 10.0
     for p in range(n):
@@ -376,12 +414,29 @@ def test_crashes_with_lagging_commits_give_the_same_decisions_after_dedup(seed: 
     assert dedup == expected
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_backpressure_bounds_the_inboxes_and_changes_nothing(seed: int) -> None:
+    events, policies = small_stream(("web", "api", "db", "cache"), n=120)
+    expected = _replay(events, policies)
+    stats: dict[str, int] = {}
+    rng = random.Random(2000 + seed)
+    emitted = _run_worker_simulation(_topic_partitions(events, policies, 2), 2, rng, crashes=2, high=30, stats=stats)
+    assert stats["paused"] > 0
+    assert stats["max_buffered"] < 30 + 2 * 40  # the threshold plus what two batches bring
+    first: dict[str, dict[str, Any]] = {}
+    for ev in emitted:
+        first.setdefault(ev["id"], ev)
+    assert _by_key(list(first.values())) == expected
+
+
 def test_the_crash_simulation_does_duplicate_decisions() -> None:
     """Guard for the test above: crashes between publishing and the table write must repeat outputs."""
     events, policies = small_stream(("web", "api", "db", "cache", "queue"))
     duplicates = 0
     for seed in range(8):
-        emitted = _run_worker_simulation(_topic_partitions(events, policies, 3), 3, random.Random(1000 + seed), crashes=3)
+        emitted = _run_worker_simulation(
+            _topic_partitions(events, policies, 3), 3, random.Random(1000 + seed), crashes=3
+        )
         duplicates += len(emitted) - len({ev["id"] for ev in emitted})
     assert duplicates > 0
 

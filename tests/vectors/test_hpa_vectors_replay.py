@@ -76,11 +76,17 @@ def hvpa(
 
 
 def cpu_utilization(pct: int) -> dict[str, Any]:
-    return {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": pct}}}
+    return {
+        "type": "Resource",
+        "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": pct}},
+    }
 
 
 def pods_metric(name: str, average: str) -> dict[str, Any]:
-    return {"type": "Pods", "pods": {"metric": {"name": name}, "target": {"type": "AverageValue", "averageValue": average}}}
+    return {
+        "type": "Pods",
+        "pods": {"metric": {"name": name}, "target": {"type": "AverageValue", "averageValue": average}},
+    }
 
 
 def object_metric(name: str, target: Mapping[str, Any]) -> dict[str, Any]:
@@ -211,13 +217,14 @@ def current_metric(event: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def held_then_scaled_down(
     tmp_path: Path, per_tick: Any, policy: Mapping[str, Any], current: int
-) -> tuple[list[tuple[float, int]], Mapping[str, Any], Mapping[str, Any]]:
-    """Feed ``per_tick(ts)`` every 15 s for 300 s; return (published, first event, event at T + 300)."""
+) -> tuple[list[tuple[float, int]], Mapping[str, Any]]:
+    """Feed ``per_tick(ts)`` every 15 s for 300 s; check the first tick holds ``current`` because of
+    the stabilization; return (published, the recommendation at T + 300)."""
     hpas = run_hpa(tmp_path, every_tick(T, T + 300, per_tick), policy)
     first = at(hpas, T)
     assert first["desired_replicas"] == current
     assert condition(first, "AbleToScale") == ("True", "ScaleDownStabilized")
-    return published(hpas), first, at(hpas, T + 300)
+    return published(hpas), at(hpas, T + 300)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,7 +270,7 @@ def test_scale_down_excludes_unready_pods_and_multiplies_by_ready_ones(tmp_path:
     def tick(ts: float) -> list[dict[str, Any]]:
         return [workload(ts, 5, pods=pods), cpu_samples(ts, [200, 600, 1000, 500, 500])]
 
-    seen, first, last = held_then_scaled_down(tmp_path, tick, hvpa([cpu_utilization(50)]), current=5)
+    seen, last = held_then_scaled_down(tmp_path, tick, hvpa([cpu_utilization(50)]), current=5)
     assert seen == [(0, 5), (300, 2)]
     assert current_metric(last)["averageUtilization"] == 30
 
@@ -285,7 +292,7 @@ def test_missing_pods_are_assumed_at_their_request_on_scale_down(tmp_path: Path)
     def tick(ts: float) -> list[dict[str, Any]]:
         return [workload(ts, 4, pods=pods), cpu_samples(ts, [800, 190, None, None])]
 
-    seen, _, last = held_then_scaled_down(tmp_path, tick, hvpa([cpu_utilization(100)]), current=4)
+    seen, last = held_then_scaled_down(tmp_path, tick, hvpa([cpu_utilization(100)]), current=4)
     assert seen == [(0, 4), (300, 3)]
     assert current_metric(last)["averageUtilization"] == 24
 
@@ -298,7 +305,7 @@ def test_missing_and_unready_pods_on_scale_down(tmp_path: Path) -> None:
     def tick(ts: float) -> list[dict[str, Any]]:
         return [workload(ts, 4, pods=pods), cpu_samples(ts, [200, 200, 200, None])]
 
-    seen, _, last = held_then_scaled_down(tmp_path, tick, hvpa([cpu_utilization(50)]), current=4)
+    seen, last = held_then_scaled_down(tmp_path, tick, hvpa([cpu_utilization(50)]), current=4)
     assert seen == [(0, 4), (300, 3)]
     assert current_metric(last)["averageUtilization"] == 10
 
@@ -353,7 +360,7 @@ def test_external_value_scales_down_by_ready_running_pods(tmp_path: Path) -> Non
         return [workload(ts, 5, pods=pods), series(ts, "qps", {None: 8.6})]
 
     metric = external_metric("qps", {"type": "Value", "value": "14334m"})
-    seen, _, last = held_then_scaled_down(tmp_path, tick, hvpa([metric]), current=5)
+    seen, last = held_then_scaled_down(tmp_path, tick, hvpa([metric]), current=5)
     assert seen == [(0, 5), (300, 3)]
     assert current_metric(last) == {"value": "8600m"}
 
@@ -364,7 +371,7 @@ def test_external_average_value_divides_the_total_by_the_target(tmp_path: Path) 
         return [workload(ts, 5), series(ts, "qps", {None: 8.6})]
 
     metric = external_metric("qps", {"type": "AverageValue", "averageValue": "2867m"})
-    seen, _, last = held_then_scaled_down(tmp_path, tick, hvpa([metric]), current=5)
+    seen, last = held_then_scaled_down(tmp_path, tick, hvpa([metric]), current=5)
     assert seen == [(0, 5), (300, 3)]
     assert current_metric(last) == {"averageValue": "1720m"}
 
@@ -382,9 +389,7 @@ def test_one_invalid_metric_blocks_a_scale_down(tmp_path: Path) -> None:
     assert published(hpas) == [(0, 5)]
     assert condition(at(hpas, T + 300), "ScalingActive") == ("False", "InvalidMetricSourceType")
     # The same stream without the invalid metric: held 300 s by stabilization, then 3.
-    valid = run_hpa(
-        tmp_path / "valid", every_tick(T, T + 300, tick), hvpa(metrics[:1], min_replicas=2, max_replicas=6)
-    )
+    valid = run_hpa(tmp_path / "valid", every_tick(T, T + 300, tick), hvpa(metrics[:1], min_replicas=2, max_replicas=6))
     assert published(valid) == [(0, 5), (300, 3)]
 
 
@@ -477,7 +482,9 @@ def test_behavior_scale_up_percent_with_up_and_down_events(tmp_path: Path) -> No
     # up event of 4 and a down event of 2 inside the period: periodStart = 6 - 4 + 2 = 4 ->
     # ceil(4 x 4) = 16.  (The vector dates both events 60 s ago; one reconcile makes one event, so the
     # down event is 30 s old here -- any age under the 300 s period counts the same.)
-    behavior = {"scaleUp": {"policies": [{"type": "Percent", "value": 300, "periodSeconds": 300}], "selectPolicy": "Max"}}
+    behavior = {
+        "scaleUp": {"policies": [{"type": "Percent", "value": 300, "periodSeconds": 300}], "selectPolicy": "Max"}
+    }
     events = [
         *demand_tick(T - 60, 3, 7),  # 7 / 3 = 2.33 -> +4 (limit ceil(3 x 4) = 12)
         *demand_tick(T - 30, 10, 8),  # 0.8 -> -2 (the highest recommendation of the last 300 s is 8)
@@ -556,8 +563,8 @@ def test_behavior_stabilization_scales_up_only_to_the_lowest_of_the_window(tmp_p
 
 def test_scale_events_older_than_the_longest_period_stop_counting(tmp_path: Path) -> None:
     # store_events_replace_last_outdated: policies Pods 10 / 60 s and Percent 100 / 30 s; previous
-    # up events +8 (29 s ago), +6 (59 s), +7 and +9 (61/62 s: outdated, older than the longest
-    # period); the new change is +5.
+    # up events +8 (29 s ago), +6 (59 s), +9 (61 s) and +7 (62 s), the last two outdated (older than
+    # the longest period; the vector has both at 61 s, one reconcile makes one event); new change +5.
     # At T, current 21: Pods: 21 - (8 + 6) + 10 = 17 (the 14 of the last 60 s); Percent: 2 x (21 - 8)
     # = 26 -> Max 26, i.e. the change +5.  Storing it reuses an outdated slot, which is never counted
     # again (every period is at most the longest one), so only its effect is observable:
@@ -595,8 +602,34 @@ def test_per_hpa_scale_up_tolerance_overrides_the_cluster_tolerance(tmp_path: Pa
     assert current_metric(on)["averageUtilization"] == 63
     config = tmp_path / "gate-off.yaml"
     config.write_text("hpa:\n  HPAConfigurableTolerance: false\n")
-    off = at(run_hpa(tmp_path / "off", events, hvpa([cpu_utilization(60)], behavior=behavior), "--config", str(config)), T)
+    off = at(
+        run_hpa(tmp_path / "off", events, hvpa([cpu_utilization(60)], behavior=behavior), "--config", str(config)), T
+    )
     assert off["desired_replicas"] == 20
     plain = at(run_hpa(tmp_path / "plain", events, hvpa([cpu_utilization(60)], behavior={"scaleUp": {}})), T)
     assert plain["desired_replicas"] == 20
 
+
+# ---------------------------------------------------------------------------------------------
+# Two places where the replay once differed from the HPA controller (found by these vectors, fixed)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_fractional_millicore_samples_round_up_like_milli_value(tmp_path: Path) -> None:
+    # 20 pods at 0.0554 core of a 100m request, target 50 %: upstream 56m -> 56 % -> ratio 1.12 ->
+    # ceil(22.4) = 23 (recommend() given 55.4 millicores says 23).  Rounded to 55m: 55 % -> 1.1,
+    # inside the tolerance -> 20.
+    events = [
+        ev("workload", T, replicas=20, containers={"app": {"requests": {"cpu": "100m"}}}),
+        ev("metric", T, samples=[{"pod": n, "container": "app", "cpu": 0.0554} for n in names(20)]),
+    ]
+    hpa = at(run_hpa(tmp_path, events, hvpa([cpu_utilization(50)])), T)
+    assert current_metric(hpa)["averageUtilization"] == 56
+    assert hpa["desired_replicas"] == 23
+
+
+def test_an_empty_behavior_takes_the_api_default_rules(tmp_path: Path) -> None:
+    # current 1, proposal 10: with behavior (API defaults) the limit is max(1 + 4, 1 x 2) = 5;
+    # the legacy path (no behavior) allows max(2 x 1, 4) = 4.
+    hpa = at(run_hpa(tmp_path, demand_tick(T, 1, 10), hvpa([DEMAND], behavior={})), T)
+    assert hpa["desired_replicas"] == 5

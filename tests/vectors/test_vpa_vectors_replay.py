@@ -1,8 +1,9 @@
 """Reference ``hpa-vpa-customhpa.md`` 2.9 (VPA vectors) through ``tandem replay`` end to end.
 
 Each vector's samples are ``metric`` events (container samples: pod, container, CPU cores, memory
-bytes; ``"oom": true`` for an OOM kill, whose ``memory`` is the container's memory request then, as
-upstream's OOM observer reports it), the recommender settings go in a ``--config`` file (``vpa:``
+bytes; ``"oom": true`` for an OOM kill, whose ``memory`` tandem passes to RecordOOM as the memory
+the container had, so the vectors give the request there, as upstream's OOM observer reports an
+OOMKilled status), the recommender settings go in a ``--config`` file (``vpa:``
 section, upstream names), and an Hvpa (released API) manifest deploys a VPA (``spec.vpa.deploy``,
 container policies in ``spec.vpa.template.spec.resourcePolicy``).  No cluster sends ``vpa`` events,
 so tandem's own VPA recommender runs; ``--include-recommendations`` writes its ``vpa`` events, whose
@@ -99,9 +100,7 @@ def upper_factor(confidence: float) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
-def hvpa(
-    container_policies: Sequence[Mapping[str, Any]] = (), *, apply_vpa: bool = False
-) -> dict[str, Any]:
+def hvpa(container_policies: Sequence[Mapping[str, Any]] = (), *, apply_vpa: bool = False) -> dict[str, Any]:
     """An Hvpa deploying a VPA (and no HPA); ``apply_vpa``: HVPA applies it whole (vpaWeight 100)."""
     vpa: dict[str, Any] = {"deploy": True}
     if container_policies:
@@ -428,9 +427,7 @@ def test_steady_workload_for_eight_days_gives_the_upstream_numbers(tmp_path: Pat
     # steady_workload_8_days (derived, default settings): 0.5 core and 1 GiB once a minute for 8 days.
     # CPU: bucket end 511m + trunc(511 x 0.15) = 587; confidence min(11519/1440, 11520/1440) = 7.9993:
     # lower 587 x (1 + 0.001/7.9993)^-2 = 586, upper 587 x (1 + 1/7.9993) = 660.
-    events = [workload(T0)] + [
-        scrape(T0 + 60 * i, sample("web-0", cpu=0.5, memory=1073741824)) for i in range(11520)
-    ]
+    events = [workload(T0)] + [scrape(T0 + 60 * i, sample("web-0", cpu=0.5, memory=1073741824)) for i in range(11520)]
     vpas, _ = run_vpa(tmp_path, events)
     assert vpas[-1]["ts"] == T0 + 60 * 11519
     assert final(vpas) == {
