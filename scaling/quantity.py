@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal
 
 __all__ = [
     "MAX_MILLI",
@@ -19,6 +19,7 @@ __all__ = [
     "format_cpu",
     "format_memory",
     "format_quantity",
+    "parse_decimal",
     "parse_duration",
     "parse_quantity",
 ]
@@ -60,23 +61,7 @@ def parse_quantity(value: object) -> int:
             raise ValueError(f"quantity {value!r} is not finite")
         number = Decimal(repr(value))
     elif isinstance(value, str):
-        m = _QUANTITY.match(value.strip())
-        if m is None:
-            raise ValueError(f"{value!r} is not a Kubernetes quantity")
-        try:
-            number = Decimal(m.group(1))
-        except InvalidOperation as exc:  # pragma: no cover - the regex admits only numbers
-            raise ValueError(f"{value!r} is not a Kubernetes quantity") from exc
-        suffix = m.group(2) or ""
-        if suffix in _BINARY:
-            number *= _BINARY[suffix]
-        elif suffix in _DECIMAL:
-            number *= _DECIMAL[suffix]
-        else:
-            exponent = int(suffix[1:])
-            if abs(exponent) > 30:
-                raise ValueError(f"{value!r}: exponent out of range")
-            number = number.scaleb(exponent)
+        number = parse_decimal(value)
     else:
         raise ValueError(f"expected a quantity string or number, got {type(value).__name__}")
     if number < 0:
@@ -85,6 +70,26 @@ def parse_quantity(value: object) -> int:
     if milli > MAX_MILLI:
         raise ValueError(f"{value!r} is out of range")
     return milli
+
+
+def parse_decimal(text: str) -> Decimal:
+    """The exact value of a quantity string in base units (cores, bytes, or a plain number).
+
+    Shared by :func:`parse_quantity` and the HPA's tolerances, which are finer than a milli-unit.
+    """
+    m = _QUANTITY.match(text.strip())
+    if m is None:
+        raise ValueError(f"{text!r} is not a Kubernetes quantity")
+    number = Decimal(m.group(1))
+    suffix = m.group(2) or ""
+    if suffix in _BINARY:
+        return number * _BINARY[suffix]
+    if suffix in _DECIMAL:
+        return number * _DECIMAL[suffix]
+    exponent = int(suffix[1:])
+    if abs(exponent) > 30:
+        raise ValueError(f"{text!r}: exponent out of range")
+    return number.scaleb(exponent)
 
 
 def bytes_of(milli: int) -> int:

@@ -23,6 +23,18 @@ export PATH="$PWD/$venv/bin:$PATH"
 # The real parts the integration tests use (idempotent; a no-op once cached).
 scripts/kafka.sh fetch >&2
 scripts/kube.sh fetch >&2
+# helm renders the chart (tests/integration/test_deploy_manifests.py); Chromium screenshots the
+# report as a person would see it (tests/e2e/test_report.py).  Both from the allowed registries.
+gobin="$(go env GOPATH)/bin"
+if [ -z "${TANDEM_HELM:-}" ] && ! command -v helm >/dev/null && [ ! -x "$gobin/helm" ]; then
+  echo "scripts/test.sh: building helm from the Go module proxy" >&2
+  GOFLAGS=-modcacherw go install helm.sh/helm/v3/cmd/helm@v3.16.4 >&2
+fi
+if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "scripts/test.sh: installing Debian's chromium for the report screenshot test" >&2
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >&2 || \
+    echo "scripts/test.sh: chromium could not be installed; the screenshot test will skip" >&2
+fi
 
 set +e
 "$venv/bin/python" -m pytest "$@"

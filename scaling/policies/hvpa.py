@@ -139,14 +139,18 @@ class HvpaSpec:
     hpa_behavior: Mapping[str, Any] | None = None
 
     def container_policy(self, name: str) -> ContainerPolicy | None:
-        # VPA: the first policy naming the container, else the "*" default (reference hvpa.md 2.5).
-        for p in self.containers:
-            if p.name == name:
-                return p
-        for p in self.containers:
-            if p.name == "*":
-                return p
-        return None
+        return find_container_policy(self.containers, name)
+
+
+def find_container_policy(policies: Sequence[ContainerPolicy], name: str) -> ContainerPolicy | None:
+    """VPA: the first policy naming the container, else the ``"*"`` default (reference hvpa.md 2.5)."""
+    for p in policies:
+        if p.name == name:
+            return p
+    for p in policies:
+        if p.name == "*":
+            return p
+    return None
 
 
 # --- manifest parsing ------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from .hvpa import (
     _round_kb,
     _scale_params,
     _scale_type,
+    find_container_policy,
     min_change_threshold,
     scaled_limit,
 )
@@ -202,14 +203,7 @@ class HvpaV2Spec:
     hpa_behavior: Mapping[str, Any] | None = None
 
     def container_policy(self, name: str) -> ContainerPolicy | None:
-        # VPA: the policy naming the container, else the "*" default (as in line A).
-        for p in self.containers:
-            if p.name == name:
-                return p
-        for p in self.containers:
-            if p.name == "*":
-                return p
-        return None
+        return find_container_policy(self.containers, name)  # as in line A
 
     def buckets_for(self, name: str) -> tuple[Buckets | None, str]:
         """The container's buckets, or ``None`` and why it is left alone."""

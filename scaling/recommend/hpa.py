@@ -28,13 +28,12 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Any
 
-from ..quantity import parse_duration, parse_quantity
+from ..quantity import parse_decimal, parse_duration, parse_quantity
 
 __all__ = [
     "DEFAULT_SCALE_DOWN_RULES",
@@ -379,26 +378,6 @@ def format_milli_quantity(milli: int) -> str:
 
 _DECIMAL_SUFFIX = {0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
 
-_QUANTITY_RE = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$")
-_SUFFIX_FACTOR: dict[str, Decimal] = {
-    "Ki": Decimal(2**10),
-    "Mi": Decimal(2**20),
-    "Gi": Decimal(2**30),
-    "Ti": Decimal(2**40),
-    "Pi": Decimal(2**50),
-    "Ei": Decimal(2**60),
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "": Decimal(1),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-}
-
 
 def _quantity_float(value: object) -> float:
     """A quantity as the nearest float (``Quantity.AsApproximateFloat64``), for tolerances.
@@ -413,18 +392,7 @@ def _quantity_float(value: object) -> float:
         return float(value)
     if not isinstance(value, str):
         raise ValueError(f"must be a quantity, got {type(value).__name__}")
-    m = _QUANTITY_RE.match(value.strip())
-    if m is None:
-        raise ValueError(f"{value!r} is not a Kubernetes quantity")
-    number = Decimal(m.group(1))
-    suffix = m.group(2) or ""
-    if suffix in _SUFFIX_FACTOR:
-        number *= _SUFFIX_FACTOR[suffix]
-    else:
-        exponent = int(suffix[1:])
-        if abs(exponent) > 30:
-            raise ValueError(f"{value!r}: exponent out of range")
-        number = number.scaleb(exponent)
+    number = parse_decimal(value)
     return float(number)
 
 

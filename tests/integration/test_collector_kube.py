@@ -601,7 +601,7 @@ def test_relist_turns_vanished_objects_into_deletions_and_metrics_batch_per_work
 
 @pytest.mark.kube
 def test_the_command_line_writes_json_lines(cluster_setup: dict[str, Any], kube_namespace: str, tmp_path: Path) -> None:
-    """``tandem collect --out FILE`` (no Kafka) in a subprocess; SIGTERM ends it cleanly."""
+    """``tandem collect ... --out FILE`` (no Kafka) in a subprocess; SIGTERM ends it cleanly."""
     admin, ns = cluster_setup["admin"], kube_namespace
     build_workload(admin, ns)
     out = tmp_path / "collected.jsonl"
@@ -609,7 +609,8 @@ def test_the_command_line_writes_json_lines(cluster_setup: dict[str, Any], kube_
         [
             sys.executable,
             "-m",
-            "agents.collector",
+            "streams.cli",
+            "collect",
             "--cluster",
             CLUSTER,
             "--kubeconfig",
