@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 import os
 import time
@@ -217,12 +218,6 @@ class Pipeline:
                 msg = ev.message
                 kind = kind_of[msg.topic]
                 partition = msg.partition
-                if os.environ.get("XX_DEBUG"):
-                    c = merger.clocks.get(partition)
-                    if c is not None:
-                        no = c.sources[kind].next_offset
-                        if no is not None and msg.offset > no:
-                            log.warning("DBG jump %s[%d] %d -> %d", kind, partition, no, msg.offset)
                 value = msg.value
                 try:
                     if value is None:
@@ -337,29 +332,41 @@ class Pipeline:
         self.starts_known = True
 
     async def _throttle(self, partitions: Iterable[int]) -> None:
-        """Pause the input topic-partitions that run ahead in event time; resume them (see ordering).
-
-        Faust's ``pause_partitions`` only stops handing records of a partition to the streams:
-        records already fetched for it in the current round are dropped, their offsets consumed.
-        So a resume first seeks the partition back to the offset after the last message the agent
-        saw; what arrives twice is recognised by its offset (``Slot.accept``).
-        """
-        consumer = self.app.consumer
+        """Pause the input topic-partitions that run ahead in event time; resume them (see ordering)."""
+        pause: list[TP] = []
+        resume: list[TP] = []
         for p in partitions:
-            pause, resume = self.merger.throttle(p, self._highwaters(p))
-            if pause and os.environ.get("XX_DEBUG"):
-                log.warning("DBG pause %d %s", p, pause)
-            if pause:
-                consumer.pause_partitions({TP(self.topic_of_kind[k], p) for k in pause})
-                self.stats["paused"] += len(pause)
-            for kind in resume:
-                tp = TP(self.topic_of_kind[kind], p)
-                position = self.merger.clocks[p].sources[kind].position
-                if position is not None:
-                    if os.environ.get("XX_DEBUG"):
-                        log.warning("DBG resume %s seek %d", tp, position)
-                    await consumer.seek(tp, position)
-                consumer.resume_partitions({tp})
+            to_pause, to_resume = self.merger.throttle(p, self._highwaters(p))
+            pause.extend(TP(self.topic_of_kind[k], p) for k in to_pause)
+            resume.extend(TP(self.topic_of_kind[k], p) for k in to_resume)
+        if pause or resume:
+            self.stats["paused"] += len(pause)
+            await self._fetch_control(pause, resume)
+
+    async def _fetch_control(self, pause: Sequence[TP], resume: Sequence[TP]) -> None:
+        """Pause/resume fetching in aiokafka itself, in the consumer's own thread.
+
+        Not ``Consumer.pause_partitions``: Faust's pause only filters which partitions' records it
+        hands to the streams, and drops the records of a newly paused partition that it already
+        fetched (their offsets consumed); after a resume it takes the offset jump for a compaction
+        gap and commits past them.  aiokafka's pause keeps the position where delivery stopped and
+        discards what it had prefetched, so nothing is skipped.  It must run on the loop of the
+        thread that owns the aiokafka consumer (pausing creates a future of that loop).
+        """
+        from aiokafka import TopicPartition
+
+        thread = self.app.consumer._thread
+        consumer = thread._ensure_consumer()
+
+        def apply() -> None:
+            for tp in pause:
+                with contextlib.suppress(Exception):  # no longer assigned: nothing to pause
+                    consumer.pause(TopicPartition(tp.topic, tp.partition))
+            for tp in resume:
+                with contextlib.suppress(Exception):
+                    consumer.resume(TopicPartition(tp.topic, tp.partition))
+
+        await thread.call_thread(apply)
 
     def _highwaters(self, partition: int) -> dict[str, int | None]:
         highwater = self.app.consumer.highwater

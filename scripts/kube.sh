@@ -217,6 +217,14 @@ alive() {
   [[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]]
 }
 
+# running PIDFILE: the pid is a live process.  Used while starting: right after `nohup ... &` the
+# child may not have exec'd the binary yet, so its command line can still be this script's.
+running() {
+  local pid
+  pid="$(cat "$1" 2>/dev/null)" || return 1
+  [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null && [[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]]
+}
+
 stop_one() {
   local dir="$1" name="$2" pidfile="$1/$2.pid" pid
   if ! alive "$pidfile" "$name"; then
@@ -309,7 +317,7 @@ cmd_start() {
 
   local deadline=$((SECONDS + START_TIMEOUT))
   until curl -sf "http://127.0.0.1:$etcd_client/health" 2>/dev/null | grep -q '"health":"true"'; do
-    alive "$dir/etcd.pid" etcd || fail_start "$dir" "etcd exited during start-up"
+    running "$dir/etcd.pid" || fail_start "$dir" "etcd exited during start-up"
     ((SECONDS < deadline)) || fail_start "$dir" "etcd not healthy after ${START_TIMEOUT}s"
     sleep 0.2
   done
@@ -366,8 +374,8 @@ EXT
 
   local body=""
   until [[ "$body" == ok ]]; do
-    alive "$dir/kube-apiserver.pid" kube-apiserver || fail_start "$dir" "kube-apiserver exited during start-up"
-    alive "$dir/etcd.pid" etcd || fail_start "$dir" "etcd exited during kube-apiserver start-up"
+    running "$dir/kube-apiserver.pid" || fail_start "$dir" "kube-apiserver exited during start-up"
+    running "$dir/etcd.pid" || fail_start "$dir" "etcd exited during kube-apiserver start-up"
     ((SECONDS < deadline)) || fail_start "$dir" "kube-apiserver /readyz not ok after ${START_TIMEOUT}s (last answer: ${body:0:200})"
     sleep 0.3
     body="$(curl -s --cacert "$certs/ca.crt" --max-time 5 -H "Authorization: Bearer $token" \
