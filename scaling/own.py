@@ -133,30 +133,43 @@ def own_hpa(
         return None, None
     rec = state.recommender
     usage: dict[str, dict[str, list[Any]]] = rec.get("usage", {})
-    fresh = {
-        pod: {c: v for c, v in containers.items() if tick - v[0] <= USAGE_MAX_AGE} for pod, containers in usage.items()
-    }
-    fresh = {pod: c for pod, c in fresh.items() if c}
-    pod_usage = {
-        pod: {c: {r: v for r, v in (("cpu", s[1]), ("memory", s[2])) if v is not None} for c, s in cs.items()}
-        for pod, cs in fresh.items()
-    }
-    sample_ts = {pod: max(s[0] for s in cs.values()) for pod, cs in fresh.items()}
+    # One pass over the latest samples: the fresh ones, in the shapes the HPA algorithm reads.
+    pod_usage: dict[str, dict[str, dict[str, int]]] = {}
+    sample_ts: dict[str, float] = {}
+    oldest = tick - USAGE_MAX_AGE
+    for pod, containers in usage.items():
+        per_pod: dict[str, dict[str, int]] = {}
+        latest = None
+        for c, (ts, cpu, mem) in containers.items():
+            if ts < oldest:
+                continue
+            values = per_pod[c] = {}
+            if cpu is not None:
+                values["cpu"] = cpu
+            if mem is not None:
+                values["memory"] = mem
+            latest = ts if latest is None or ts > latest else latest
+        if per_pod:
+            pod_usage[pod] = per_pod
+            sample_ts[pod] = latest  # type: ignore[assignment]
+    fresh = pod_usage
     requests = {
         c: {r: (q.milli if r == "cpu" else bytes_of(q.milli)) for r, q in res.requests.items()}
         for c, res in spec.containers.items()
     }
     series: dict[str, dict[str | None, float]] = {}
-    for (name, pod), (ts, value) in state.series.items():
+    for (name, series_pod), (ts, value) in state.series.items():
         if tick - ts < 300.0:  # Prometheus-adapter lookback, as for the custom HPA
-            series.setdefault(name, {})[pod] = value
+            series.setdefault(name, {})[series_pod] = value
     if spec.pods is not None:
         pods = [hpa_rec.PodInfo(p.name, p.ready, p.phase, p.started) for p in spec.pods]
     else:
         # Without pod status in the stream every pod with samples counts as running, ready and old.
         pods = [hpa_rec.PodInfo(p, True, "Running", tick - 3600.0) for p in sorted(fresh)]
     status_replicas = len(spec.pods) if spec.pods is not None else spec.replicas
-    hstate = hpa_rec.HpaState.from_dict(rec["hpa"]) if "hpa" in rec else hpa_rec.HpaState()
+    hstate: hpa_rec.HpaState | None = state._typed.get("hpa_live")
+    if hstate is None:
+        hstate = hpa_rec.HpaState.from_dict(rec["hpa"]) if "hpa" in rec else hpa_rec.HpaState()
     result, hstate = hpa_rec.recommend(
         tmpl.metrics,
         tmpl.behavior,
@@ -170,7 +183,7 @@ def own_hpa(
         tick,
         settings.hpa_config,
     )
-    rec["hpa"] = hstate.to_dict()
+    state._typed["hpa_live"] = hstate  # serialised with the state (WorkloadState.to_dict)
     raw: dict[str, Any] = {
         "type": "hpa",
         "ts": tick,

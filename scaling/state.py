@@ -132,9 +132,15 @@ class WorkloadState:
     def _recommender_snapshot(self) -> dict[str, Any]:
         # The VPA histograms live as objects while the worker runs; they serialise on the way out.
         live = self._typed.get("vpa_live")
-        if live is None:
+        hpa = self._typed.get("hpa_live")
+        if live is None and hpa is None:
             return self.recommender
-        return {**self.recommender, "vpa": {c: s.to_dict() for c, s in sorted(live.items())}}
+        out = dict(self.recommender)
+        if live is not None:
+            out["vpa"] = {c: s.to_dict() for c, s in sorted(live.items())}
+        if hpa is not None:
+            out["hpa"] = hpa.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> WorkloadState:

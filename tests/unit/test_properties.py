@@ -244,3 +244,33 @@ def test_weight_hundred_never_changes_replicas(events: list[dict[str, Any]], pol
             spec = policy["spec"]
             tmpl = spec["hpaTemplate"] if "hpaTemplate" in spec else spec["hpa"]["template"]["spec"]
             assert not tmpl["minReplicas"] <= data["replicas"]["from"] <= tmpl["maxReplicas"]
+
+
+_sample_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 2**51),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=6),
+    st.sampled_from(["250m", "1Gi", "", "web-0"]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    raw=st.dictionaries(
+        st.sampled_from(["pod", "container", "cpu", "memory", "ready", "oom", "series"]), _sample_values
+    )
+)
+def test_fast_sample_decoding_agrees_with_the_full_decoder(raw: dict[str, Any]) -> None:
+    from scaling.errors import InvalidEvent
+    from scaling.events import _decode_sample, _fast_sample
+
+    fast = _fast_sample(raw)
+    if fast is None:
+        return  # the full decoder decides, with its precise error
+    try:
+        slow = _decode_sample(raw, "s")
+    except InvalidEvent as exc:  # pragma: no cover - a failure here is the bug this test looks for
+        raise AssertionError(f"fast path accepted what the decoder rejects: {exc}") from None
+    assert slow == fast
