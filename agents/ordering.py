@@ -380,7 +380,7 @@ class Merger:
             self._buffered[partition] -= len(entries)
             self.dirty.add(key)
             state = slot.state
-            for ts, rank, offset, raw, event in entries:
+            for _ts, rank, offset, raw, event in entries:
                 try:
                     if event is None:
                         event = decode_event(raw)
@@ -390,7 +390,9 @@ class Merger:
                     continue
                 except Exception as exc:  # a bug must not stop the worker (ARCHITECTURE invariant 5)
                     out.rejected.append(
-                        Rejected(KINDS[rank], partition, offset, key, raw, f"internal error: {type(exc).__name__}: {exc}")
+                        Rejected(
+                            KINDS[rank], partition, offset, key, raw, f"internal error: {type(exc).__name__}: {exc}"
+                        )
                     )
                     continue
                 for kind, ev in produced:

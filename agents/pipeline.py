@@ -25,6 +25,9 @@ only decides when this happens; what a decision says is pure event time.  An eve
 later with ``ts <=`` an already reconciled tick is a late event: applied to the state, without a
 retroactive decision.
 
+Topic-partitions that run ahead in event time are paused (in aiokafka, see :meth:`Pipeline._fetch_control`)
+while their partition's inboxes are full, so the inboxes, and the table records that hold them, stay small.
+
 Workload slots live in a process-local cache (the :class:`~agents.ordering.Merger`), loaded from the
 table after every rebalance once Faust has recovered it.
 """
@@ -113,9 +116,13 @@ class _PartitionEvent:
 class Pipeline:
     """The agent, the timer and the rebalance hooks of one worker, around a :class:`Merger`."""
 
-    def __init__(self, app: Any, settings: WorkerSettings) -> None:
+    def __init__(self, app: Any, settings: WorkerSettings, metrics: Any = None) -> None:
         self.app = app
         self.settings = settings
+        #: A ``streams.observability.Metrics`` (or None): counters, latency, lag and readiness.
+        self.metrics = metrics
+        #: Wall time of the last input that arrived per partition (for the idle flush's latency).
+        self._arrived: dict[int, float] = {}
         prefix = settings.prefix
         self.kind_of_topic = {topic_name(prefix, TOPIC_OF_TYPE[k]): k for k in KINDS}
         self.topic_of_kind = {k: t for t, k in self.kind_of_topic.items()}
@@ -127,10 +134,16 @@ class Pipeline:
         self.lock = asyncio.Lock()
         self.need_reload = True
         self.starts_known = False
+        #: Counts rebalances, so that work begun before one is not applied after it.
+        self.generation = 0
+        self._starts_task: asyncio.Future[None] | None = None
         self.assigned: set[int] = set()
         self.stats: defaultdict[str, int] = defaultdict(int)
         self._stats_logged: dict[str, int] = {}
         self._stats_at = 0.0
+        #: Processing time of the first batch's start and the last batch's end (throughput).
+        self.busy_from: float | None = None
+        self.busy_until = 0.0
         self.source = app.topic(
             *self.kind_of_topic,
             key_type=bytes,
@@ -177,6 +190,15 @@ class Pipeline:
 
     async def on_shutdown(self, sender: Any, **kwargs: Any) -> None:
         self.log_stats(force=True)
+        if self.busy_from is not None:
+            span = self.busy_until - self.busy_from
+            rate = self.stats["messages"] / span if span > 0 else 0.0
+            log.info(
+                "tandem worker: processed %d messages in %.3f s (first to last batch): %.0f messages/s",
+                self.stats["messages"],
+                span,
+                rate,
+            )
 
     def log_stats(self, force: bool = False) -> None:
         """One INFO line with the counters, at most every 5 s and only when they changed."""
@@ -191,12 +213,14 @@ class Pipeline:
         # Faust has drained the agent; wait for a timer round in flight, then make its writes land
         # before the partitions change hands (Faust flushed the producer before this signal).
         async with self.lock:
+            self.generation += 1
             self.need_reload = True
             self.merger.reset()
             self.assigned = set()
             await self.app.producer.flush()
 
     async def on_assigned(self, sender: Any, assigned: Iterable[TP], **kwargs: Any) -> None:
+        self.generation += 1
         self.need_reload = True
         parts = sorted({tp.partition for tp in assigned if tp.topic in self.kind_of_topic})
         log.info("tandem worker: assigned partitions %s", parts)
@@ -209,10 +233,14 @@ class Pipeline:
                 # The agent only gets messages once Faust has recovered the table.
                 self._reload()
             now = time.monotonic()
+            if self.busy_from is None:
+                self.busy_from = now
+            arrived = time.time()
             merger = self.merger
             kind_of = self.kind_of_topic
             offer = merger.offer
-            rejects: list[bytes] = []
+            rejects: list[tuple[str, bytes | None, bytes]] = []
+            accepted: dict[str, list[float]] = {}  # type -> [count, newest ts]
             touched: set[int] = set()
             for ev in events:
                 msg = ev.message
@@ -234,13 +262,23 @@ class Pipeline:
                             continue
                         event = decode_event(raw)
                     check_routing(kind, msg.key, event)
-                    if not offer(partition, kind, msg.offset, raw, event, now):
+                    if offer(partition, kind, msg.offset, raw, event, now):
+                        acc = accepted.get(kind)
+                        if acc is None:
+                            accepted[kind] = [1, event.ts]
+                        else:
+                            acc[0] += 1
+                            if event.ts > acc[1]:
+                                acc[1] = event.ts
+                    else:
                         self.stats["redelivered"] += 1
                 except InvalidEvent as exc:
                     merger.observe(partition, kind, msg.offset, None, now)
-                    rejects.append(deadletter_record(msg.topic, partition, msg.offset, msg.key, value, str(exc)))
+                    record = deadletter_record(msg.topic, partition, msg.offset, msg.key, value, str(exc))
+                    rejects.append((kind, msg.key, record))
                     continue
                 touched.add(partition)
+                self._arrived[partition] = arrived
             self.stats["messages"] += len(events)
             out = Output()
             for p in touched:
@@ -248,6 +286,9 @@ class Pipeline:
             await self._publish(out, rejects)
             await self._persist()
             await self._throttle(touched)
+            self.busy_until = time.monotonic()
+            if self.metrics is not None:
+                self._report(accepted, rejects, out, arrived)
 
     # --- the timer ------------------------------------------------------------------------
 
@@ -256,22 +297,34 @@ class Pipeline:
         self.log_stats()
         if app.rebalancing or getattr(app, "in_recovery", False) or app.should_stop:
             return
+        if not self.starts_known and not self.need_reload and self._starts_task is None:
+            # In the background: asking the broker for log start offsets can take a second.
+            self._starts_task = asyncio.ensure_future(self._learn_starts(self.generation))
+        if self.lock.locked():
+            return  # the agent is busy: it releases what it can itself, and nothing is idle
         async with self.lock:
             if self.need_reload:
                 self._reload()
-            if not self.starts_known:
-                await self._load_starts()
             now = time.monotonic()
             idle_after = self.settings.idle_flush
             out = Output()
+            per_partition: list[tuple[int, Output]] = []
             for p in sorted(self.assigned):
                 hw = self._highwaters(p)
-                out.extend(self.merger.release(p, hw))
-                out.extend(self.merger.flush_idle(p, hw, now, idle_after))
+                part = self.merger.release(p, hw)
+                part.extend(self.merger.flush_idle(p, hw, now, idle_after))
+                if part:
+                    out.extend(part)
+                    per_partition.append((p, part))
             if out or self.merger.dirty:
                 await self._publish(out, [])
                 await self._persist()
             await self._throttle(self.assigned)
+            if self.metrics is not None:
+                for p, part in per_partition:
+                    self._report({}, [], part, self._arrived.get(p))
+                if self.starts_known:
+                    self.metrics.record_lag(self._lag())
 
     # --- helpers --------------------------------------------------------------------------
 
@@ -301,7 +354,21 @@ class Pipeline:
         self.starts_known = False
         log.info("tandem worker: %d workload(s) loaded for partitions %s", loaded, sorted(self.assigned))
 
-    async def _load_starts(self) -> None:
+    async def _learn_starts(self, generation: int) -> None:
+        try:
+            starts = await self._start_offsets()
+            async with self.lock:
+                if generation == self.generation and not self.need_reload:
+                    now = time.monotonic()
+                    for tp, off in starts.items():
+                        self.merger.clock(tp.partition, now).set_start(self.kind_of_topic[tp.topic], off)
+                    self.starts_known = True
+        except Exception as exc:  # retried by the next timer round
+            log.warning("tandem worker: cannot read start offsets: %r", exc)
+        finally:
+            self._starts_task = None
+
+    async def _start_offsets(self) -> dict[TP, int]:
         """Where consumption of each input topic-partition started: its committed offset, else its start.
 
         Needed to tell an input that had nothing to deliver (caught up) from one not read yet.  Faust
@@ -326,10 +393,7 @@ class Pipeline:
                 off = earliest.get(tp)
                 if off is not None:
                     starts[tp] = off
-        now = time.monotonic()
-        for tp, off in starts.items():
-            self.merger.clock(tp.partition, now).set_start(self.kind_of_topic[tp.topic], off)
-        self.starts_known = True
+        return starts
 
     async def _throttle(self, partitions: Iterable[int]) -> None:
         """Pause the input topic-partitions that run ahead in event time; resume them (see ordering)."""
@@ -378,7 +442,7 @@ class Pipeline:
                 out[kind] = None
         return out
 
-    async def _publish(self, out: Output, rejects: list[bytes]) -> None:
+    async def _publish(self, out: Output, rejects: Sequence[tuple[str, bytes | None, bytes]]) -> None:
         """Send outputs and dead letters, and wait until the broker has them all.
 
         Their Kafka timestamp is processing time (the producer's default): the event time is in the
@@ -406,11 +470,47 @@ class Pipeline:
                 log.error("tandem worker: unknown output kind %r dropped", kind)
         for r in out.rejected:
             futures.append(await send(self.t_deadletter, r.key.encode(), self._rejected_record(r), None, None, None))
-        for value in rejects:
-            futures.append(await send(self.t_deadletter, None, value, None, None, None))
+        for _kind, key, value in rejects:
+            futures.append(await send(self.t_deadletter, key, value, None, None, None))
         self.stats["deadletter"] += len(out.rejected) + len(rejects)
         if futures:
             await asyncio.gather(*futures)
+
+    def _report(
+        self,
+        accepted: dict[str, list[float]],
+        rejects: Sequence[tuple[str, bytes | None, bytes]],
+        out: Output,
+        arrived: float | None,
+    ) -> None:
+        """Tell the metrics what a batch (or a timer round) did, once its outputs are delivered."""
+        metrics = self.metrics
+        newest = None
+        for kind, (count, ts) in accepted.items():
+            metrics.observe_event(kind, ts, int(count))
+            newest = ts if newest is None or ts > newest else newest
+        for kind, _, _ in rejects:
+            metrics.observe_rejected(kind)
+        for r in out.rejected:
+            metrics.observe_rejected(r.kind)
+        for _, kind, ev in out.emitted:
+            if kind == "audit":
+                metrics.observe_emitted(ev, arrived)
+        if newest is not None:
+            metrics.record_processed(newest)
+
+    def _lag(self) -> int:
+        """Messages between what the agent has seen and the high watermarks of the owned inputs."""
+        lag = 0
+        for p in self.assigned:
+            clock = self.merger.clocks.get(p)
+            if clock is None:
+                continue
+            for kind, hw in self._highwaters(p).items():
+                pos = clock.sources[kind].position
+                if hw is not None and pos is not None and hw > pos:
+                    lag += hw - pos
+        return lag
 
     def _rejected_record(self, r: Rejected) -> bytes:
         log.warning("tandem worker: rejected %s[%d]@%d: %s", r.kind, r.partition, r.offset, r.error)
@@ -439,7 +539,10 @@ class Pipeline:
                     data = slot.to_bytes()
                     if len(data) > MAX_SLOT_BYTES // 4:
                         log.warning(
-                            "tandem worker: slot of %s is %d bytes (%d events waiting)", slot.key, len(data), len(slot.inbox)
+                            "tandem worker: slot of %s is %d bytes (%d events waiting)",
+                            slot.key,
+                            len(data),
+                            len(slot.inbox),
                         )
                     table[slot.key.encode()] = data
             finally:
@@ -459,8 +562,8 @@ def _die(where: str, exc: BaseException) -> None:
     os._exit(70)
 
 
-def install(app: Any, settings: WorkerSettings) -> Pipeline:
-    """Define the agent, table and timer of ``settings`` on ``app``."""
-    pipeline = Pipeline(app, settings)
+def install(app: Any, settings: WorkerSettings, metrics: Any = None) -> Pipeline:
+    """Define the agent, table and timer of ``settings`` on ``app`` (reporting to ``metrics`` if given)."""
+    pipeline = Pipeline(app, settings, metrics)
     pipeline.install()
     return pipeline

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from .errors import InvalidEvent
-from .quantity import parse_quantity
+from .quantity import MAX_MILLI, parse_quantity
 
 __all__ = [
     "EVENT_TYPES",
@@ -511,8 +511,16 @@ def _decode_vpa(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> VpaEvent
             raise InvalidEvent(where, f"expected an object with a target, got {_show(rec)}")
         if rec.get("target") is None:
             raise InvalidEvent(f"{where}.target", "required object is missing")
+        # Targets are what gets applied, so absurd ones are refused; bounds are not: VPA's upper
+        # bound of a container with little history is legitimately huge (confidence 1 + 1/c).
         parts = {
-            k: _resources(rec[k], f"{where}.{k}") if rec.get(k) is not None else {}
+            k: (
+                _resources(rec[k], f"{where}.{k}")
+                if k == "target"
+                else _quantities(rec[k], f"{where}.{k}", cpu_max=MAX_MILLI, mem_max=MAX_MILLI)
+            )
+            if rec.get(k) is not None
+            else {}
             for k in ("target", "lower_bound", "upper_bound", "uncapped_target")
         }
         containers[cname] = VpaRecommendation(**parts)

@@ -22,8 +22,11 @@ from .settings import WorkerSettings
 __all__ = ["create_app"]
 
 
-def create_app(settings: WorkerSettings, *, loop: Any = None) -> Any:
-    """A configured Faust app with tandem's pipeline installed (not started)."""
+def create_app(settings: WorkerSettings, *, loop: Any = None, metrics: Any = None) -> Any:
+    """A configured Faust app with tandem's pipeline installed (not started).
+
+    ``metrics`` (a ``streams.observability.Metrics``) receives the pipeline's counters.
+    """
     import faust
 
     from agents.pipeline import MAX_SLOT_BYTES, install
@@ -52,5 +55,5 @@ def create_app(settings: WorkerSettings, *, loop: Any = None) -> Any:
     if settings.web_port is not None:
         conf["web_port"] = settings.web_port
     app = faust.App(settings.group_id, loop=loop, **conf)
-    app.tandem_pipeline = install(app, settings)  # type: ignore[attr-defined]
+    app.tandem_pipeline = install(app, settings, metrics)  # type: ignore[attr-defined]
     return app

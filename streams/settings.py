@@ -154,7 +154,9 @@ def _positive_float(value: str) -> float:
 def add_kafka_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--broker", default=env("broker", DEFAULT_BROKER), help="bootstrap servers (env TANDEM_BROKER)")
     p.add_argument(
-        "--topic-prefix", default=env("topic_prefix", DEFAULT_PREFIX), help="topic name prefix (env TANDEM_TOPIC_PREFIX)"
+        "--topic-prefix",
+        default=env("topic_prefix", DEFAULT_PREFIX),
+        help="topic name prefix (env TANDEM_TOPIC_PREFIX)",
     )
     p.add_argument(
         "--partitions",
@@ -198,12 +200,33 @@ def add_worker_options(p: argparse.ArgumentParser) -> None:
         default=env("idle_flush", "2"),
         help="seconds a caught-up partition waits before running its pending ticks (default 2)",
     )
-    p.add_argument("--batch-size", type=_positive_int, default=env("batch_size", "2000"))
-    p.add_argument("--batch-within", type=_positive_float, default=env("batch_within", "0.2"))
-    p.add_argument("--standby-replicas", type=int, default=env("standby_replicas", "1"))
-    p.add_argument("--rebalance-timeout", type=_positive_float, default=env("rebalance_timeout", "60"))
-    p.add_argument("--session-timeout", type=_positive_float, default=env("session_timeout", "60"))
-    p.add_argument("--commit-interval", type=_positive_float, default=env("commit_interval", "2.8"))
+    p.add_argument(
+        "--batch-size", type=_positive_int, default=env("batch_size", "2000"), help="messages per batch at most"
+    )
+    p.add_argument(
+        "--batch-within", type=_positive_float, default=env("batch_within", "0.2"), help="seconds to fill a batch"
+    )
+    p.add_argument(
+        "--standby-replicas", type=int, default=env("standby_replicas", "1"), help="Faust table standby replicas"
+    )
+    p.add_argument(
+        "--rebalance-timeout",
+        type=_positive_float,
+        default=env("rebalance_timeout", "60"),
+        help="Faust broker_rebalance_timeout (s)",
+    )
+    p.add_argument(
+        "--session-timeout",
+        type=_positive_float,
+        default=env("session_timeout", "60"),
+        help="Faust broker_session_timeout (s): how long a dead worker keeps its partitions",
+    )
+    p.add_argument(
+        "--commit-interval",
+        type=_positive_float,
+        default=env("commit_interval", "2.8"),
+        help="Faust broker_commit_interval (s)",
+    )
     p.add_argument("--loglevel", default=env("loglevel", "warning"), help="worker log level (default warning)")
 
 

@@ -2,13 +2,16 @@
 
     tandem worker [--broker kafka://localhost:9092] [--topic-prefix tandem.] [--partitions 8]
                   [--store rocksdb://|memory://] [--data-dir DIR] [--web-port N | --without-web]
-                  [--config FILE] [--idle-flush S] ...
+                  [--config FILE] [--idle-flush S] [--metrics-port 9464] ...
 
-Every option is also ``TANDEM_<OPTION>`` (``streams.settings``).  Before Faust starts, the missing
-topics of CONTRACT.md section 2 are created with ``--partitions`` partitions: Faust would otherwise
-let Kafka auto-create an input topic with the broker's default partition count, and then crash on a
-table whose changelog does not match its source.  Exit codes: 2 bad options or topics with another
-partition count, 1 no broker; otherwise the worker runs until SIGTERM/SIGINT.
+Every option is also ``TANDEM_<OPTION>`` (``streams.settings``; ``streams.observability`` for the
+metrics server: ``/metrics``, ``/healthz``, ``/readyz`` on ``--metrics-port``, 0 for none).
+
+Before Faust starts, the missing topics of CONTRACT.md section 2 are created with ``--partitions``
+partitions: Faust would otherwise let Kafka auto-create an input topic with the broker's default
+partition count, and then crash on a table whose changelog does not match its source.  Exit codes:
+2 bad options, topics with another partition count or a taken metrics port; 1 no broker; 70 Kafka
+refused the outputs (see ``agents.pipeline``); otherwise the worker runs until SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
+from .observability import add_metrics_options, metrics_from_args
 from .settings import add_worker_options, worker_settings
 
 __all__ = ["main"]
@@ -26,6 +30,7 @@ __all__ = ["main"]
 def main(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(prog="tandem worker", description="run the Faust worker")
     add_worker_options(p)
+    add_metrics_options(p)
     args = p.parse_args(list(argv))
     try:
         settings = worker_settings(args)
@@ -44,7 +49,10 @@ def main(argv: Sequence[str]) -> int:
         print(f"tandem worker: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:
-        print(f"tandem worker: cannot prepare topics on {settings.bootstrap}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(
+            f"tandem worker: cannot prepare topics on {settings.bootstrap}: {type(exc).__name__}: {exc}",
+            file=sys.stderr,
+        )
         return 1
     if report.created:
         print(f"tandem worker: created topics {', '.join(report.created)}", file=sys.stderr)
@@ -55,7 +63,12 @@ def main(argv: Sequence[str]) -> int:
 
     if settings.store.startswith("rocksdb"):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-    app = create_app(settings, loop=loop)
+    try:
+        metrics, _server = metrics_from_args(args)  # /metrics, /healthz, /readyz on --metrics-port
+    except OSError as exc:
+        print(f"tandem worker: metrics port {args.metrics_port}: {exc}", file=sys.stderr)
+        return 2
+    app = create_app(settings, loop=loop, metrics=metrics)
     worker = faust.Worker(app, loglevel=settings.loglevel, loop=loop)
     worker.execute_from_commandline()  # returns only by SystemExit
     return 0  # pragma: no cover

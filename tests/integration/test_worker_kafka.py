@@ -170,6 +170,7 @@ def env_for(broker: str, prefix: str, **extra: str) -> dict[str, str]:
         "TANDEM_COMMIT_INTERVAL": "0.5",
         "TANDEM_STANDBY_REPLICAS": "0",
         "TANDEM_LOGLEVEL": "info",
+        "TANDEM_METRICS_PORT": "0",  # several workers on one machine: no metrics server unless asked
         **extra,
     }
 
@@ -368,6 +369,9 @@ def test_worker_killed_mid_stream_resumes_without_losing_decisions(kafka_broker:
         TANDEM_DATA_DIR=str(tmp_path / "state-store"),  # not "rocksdb": python -m puts the cwd on sys.path
         TANDEM_BATCH_SIZE="100",
         TANDEM_BATCH_WITHIN="0.05",
+        # the killed member holds its partitions until its session times out (6 s is Kafka's minimum)
+        TANDEM_SESSION_TIMEOUT="6",
+        TANDEM_REBALANCE_TIMEOUT="6",
     )
     publish(env, stream, policies)
     with workers() as ws:
@@ -408,7 +412,7 @@ def test_worker_killed_mid_stream_resumes_without_losing_decisions(kafka_broker:
 def test_two_workers_split_partitions_and_a_rebalance_loses_nothing(kafka_broker: str, tmp_path: Path) -> None:
     """The second worker joins mid-stream; every workload's decisions are complete after dedup."""
     names = ["web", "api", "db", "cache", "queue", "auth", "search", "mail"]
-    stream, policies = write_stream(tmp_path, *generated_stream(names, 600))
+    stream, policies = write_stream(tmp_path, *generated_stream(names, 800))
     expected = audit_of(replay(tmp_path, stream, policies))
     assert {e["subject"] for e in expected} == {f"c1/shop/Deployment/{n}" for n in names}
 
@@ -434,15 +438,16 @@ def test_two_workers_split_partitions_and_a_rebalance_loses_nothing(kafka_broker
             message="every decision",
         )
         wait_caught_up(kafka_broker, prefix)
+        # the two workers split the partitions (stopping one hands all of them to the other)
+        split_a, split_b = set(a.assigned()[-1]), set(b.assigned()[-1])
         assert b.stop() == 0
         assert a.stop() == 0
     _assert_no_tracebacks(a, b)
-
-    # the two workers split the partitions
-    final_a, final_b = set(a.assigned()[-1]), set(b.assigned()[-1])
-    assert final_a and final_b and not final_a & final_b and final_a | final_b == set(range(PARTITIONS))
-    # the newcomer took over work in progress: it recovered slots written by the first worker
+    assert split_a and split_b and not split_a & split_b and split_a | split_b == set(range(PARTITIONS))
+    # the newcomer took over work in progress: it recovered slots written by the first worker and
+    # carried on with them
     assert max(b.loaded()) > 0, b.text()[-3000:]
+    assert b.stats().get("audit", 0) > 0, b.text()[-3000:]
 
     got = read_events(kafka_broker, prefix + "audit")
     first_seen: dict[str, dict[str, Any]] = {}
@@ -511,3 +516,49 @@ def test_bad_input_goes_to_the_dead_letter_topic_and_good_input_is_unaffected(
     ]
     for d in letters.values():
         assert isinstance(d["partition"], int) and isinstance(d["offset"], int)
+
+
+def test_topics_cli_creates_the_contract_topics_and_the_worker_refuses_other_partition_counts(
+    kafka_broker: str, tmp_path: Path
+) -> None:
+    prefix = _prefix()
+    env = {**os.environ, **env_for(kafka_broker, prefix)}
+    env.pop("TANDEM_RETENTION_MS")
+
+    def cli(*args: str, extra: Mapping[str, str] = {}) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "streams.cli", *args],
+            env={**env, **extra},
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    assert cli("topics", "list").returncode == 1  # nothing there yet
+    created = cli("topics", "create")
+    assert created.returncode == 0, created.stderr
+    listed = cli("topics", "list")
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in listed.stdout.splitlines()[1:]}
+    assert rows == {
+        prefix + "metrics": [str(PARTITIONS), "delete", "7d"],
+        prefix + "workloads": [str(PARTITIONS), "compact", "-"],
+        prefix + "hpa": [str(PARTITIONS), "delete", "7d"],
+        prefix + "vpa": [str(PARTITIONS), "delete", "7d"],
+        prefix + "policies": [str(PARTITIONS), "compact", "-"],
+        prefix + "actuator": [str(PARTITIONS), "delete", "7d"],
+        prefix + "audit": [str(PARTITIONS), "delete", "90d"],
+        prefix + "deadletter": [str(PARTITIONS), "delete", "14d"],
+    }
+
+    # Publishing a recording older than the topics' retention warns: Kafka would delete it.
+    stream, policies = write_stream(tmp_path, *generated_stream(("web",), 3))
+    published = cli("publish", str(stream), *_policy_args(policies))
+    assert published.returncode == 0, published.stderr
+    assert f"warning: {prefix}metrics keeps 7 day(s)" in published.stderr
+
+    refused = cli("worker", extra={"TANDEM_PARTITIONS": str(PARTITIONS + 1)})
+    assert refused.returncode == 2
+    assert f"{prefix}metrics has {PARTITIONS} partitions, expected {PARTITIONS + 1}" in refused.stderr

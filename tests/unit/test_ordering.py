@@ -5,7 +5,8 @@ topic, partitioned by workload key, delivered to the worker as an arbitrary inte
 topic-partitions in arbitrary batches, with crashes that lose the process but keep the persisted
 slots (which may be ahead of the committed offsets).  Whatever the interleaving, the decisions must
 be those of ``tandem replay`` (scaling.engine.Engine): byte-identical and in the same order per
-workload without crashes, the same set of ids with them.
+workload without crashes, the same set of ids with them; and the same again when backpressure
+pauses topic-partitions that run ahead in event time.
 """
 
 from __future__ import annotations
