@@ -181,8 +181,10 @@ def test_rendered_manifests_pass_server_side_dry_run_on_a_real_apiserver(kube_ap
     for doc in docs:
         resource = client.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
         namespace = kube_namespace if resource.namespaced else None
+        # force: cluster-scoped RBAC objects may already exist from the edge tests of this session,
+        # owned by another field manager; a dry run checks the manifests, not who owns the fields.
         result = client.server_side_apply(
-            resource, body=doc, namespace=namespace, field_manager="tandem-test", dry_run="All"
+            resource, body=doc, namespace=namespace, field_manager="tandem-test", dry_run="All", force_conflicts=True
         ).to_dict()
         applied[(doc["kind"], doc["metadata"]["name"])] = result
     assert sorted(applied) == sorted((d["kind"], d["metadata"]["name"]) for d in docs)
