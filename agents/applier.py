@@ -1,7 +1,7 @@
 """``tandem apply``: apply decisions from ``<prefix>actuator`` to one cluster (docs/edge.md).
 
     tandem apply --cluster NAME [--broker B] [--topic-prefix P] [--dry-run] [--kubeconfig PATH]
-                 [--group-id G] [--offset-reset latest|earliest] [--max-attempts N]
+                 [--group-id G] [--offset-reset latest|earliest] [--max-attempts N] [--metrics-port 9464]
 
 The applier consumes the actuator topic in the consumer group ``tandem-applier-<cluster>`` and takes
 only decisions whose ``data.workload.cluster`` is its cluster (the others are not its business and
@@ -33,12 +33,23 @@ Every result goes to ``<prefix>audit`` as a CloudEvent ``dev.tandem.applied.v1``
 ``dev.tandem.apply_failed.v1`` whose id is a hash of its data (``scaling.cloudevents``).  The
 offset of a decision is committed only after its result is acknowledged by the broker (at least
 once); the annotations make a redelivered decision a harmless repeat.
+
+**Metrics** (:mod:`streams.observability`, served on ``--metrics-port``, 0 for none):
+``tandem_applier_results_total{result}`` counts every result as ``applied``, ``duplicate`` (a
+repeat: nothing written), ``skipped`` (not opted in), ``refused`` (outside the policy, stale,
+malformed) or ``apply_failed`` (the API refused or failed, after the retries);
+``tandem_kube_api_latency_seconds{operation}`` times every API call (``get_workload``,
+``list_<plural>``, ``patch_hpa``, ``patch_scale``, ``apply_workload``); the consumer lag and the
+tick of the last decision are exported too.  ``/readyz`` fails on the consumer lag only by default:
+an applier may rightly see no decision for hours, or be fed old ones, so the age check
+(``--ready-max-event-age``) is off unless set.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import math
 import signal
@@ -67,6 +78,7 @@ __all__ = [
     "ApplierConfig",
     "Bounds",
     "Refusal",
+    "add_edge_metrics_options",
     "apply_patch",
     "backoff_delays",
     "check_decision",
@@ -77,6 +89,7 @@ __all__ = [
     "owned_containers",
     "plan_containers",
     "policy_bounds",
+    "result_label",
     "run",
 ]
 
@@ -483,6 +496,20 @@ def backoff_delays(attempts: int, base: float = 0.2, cap: float = 5.0) -> list[f
 # --- the applier ------------------------------------------------------------------------------
 
 
+def result_label(result: Mapping[str, Any]) -> str:
+    """The ``result`` label of an applier result CloudEvent in ``tandem_applier_results_total``:
+    ``applied``, ``duplicate`` (a repeat), ``skipped`` (not opted in), ``refused`` or ``apply_failed``."""
+    data = result.get("data") or {}
+    if result.get("type") == APPLIED:
+        return "duplicate" if data.get("repeat") else "applied"
+    error = str(data.get("error") or "")
+    if error.startswith("skipped:"):
+        return "skipped"
+    if error.startswith("refused:"):
+        return "refused"
+    return "apply_failed"
+
+
 @dataclass(frozen=True)
 class ApplierConfig:
     cluster: str
@@ -513,7 +540,8 @@ class Applier:
     """Applies one decision at a time (blocking; run it in a thread).
 
     ``after_read`` is called with the workload as read at the start of every attempt, before any
-    check or write (tests change the workload there to provoke a real 409).
+    check or write (tests change the workload there to provoke a real 409).  ``metrics`` (a
+    :class:`streams.observability.Metrics`) counts the results and times the API calls.
     """
 
     def __init__(
@@ -524,12 +552,22 @@ class Applier:
         after_read: Callable[[dict[str, Any]], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
+        metrics: Any = None,
     ) -> None:
         self.api = api
         self.config = config
         self.after_read = after_read
         self.sleep = sleep
         self.clock = clock
+        self.metrics = metrics
+
+    def _kube(self, operation: str) -> contextlib.AbstractContextManager[None]:
+        """Times one API call in ``tandem_kube_api_latency_seconds{operation}`` (when there are metrics)."""
+        return self.metrics.kube_api(operation) if self.metrics is not None else contextlib.nullcontext()
+
+    def _reject(self, type_: str) -> None:
+        if self.metrics is not None:
+            self.metrics.observe_rejected(type_)
 
     # -- entry point ----------------------------------------------------------------------------
 
@@ -541,20 +579,43 @@ class Applier:
             ev = orjson.loads(value)
         except orjson.JSONDecodeError as exc:
             log.warning("actuator: not JSON (%s); skipped", exc)
+            self._reject("unknown")
             return None
         if not isinstance(ev, dict) or ev.get("type") != DECISION or not isinstance(ev.get("data"), dict):
             log.warning("actuator: not a %s CloudEvent; skipped", DECISION)
+            self._reject("unknown")
             return None
         try:
             ref = decode_workload_ref(ev["data"].get("workload"), "data.workload")
         except InvalidEvent as exc:
             log.warning("actuator: decision %s without a valid workload (%s); skipped", ev.get("id"), exc)
+            self._reject("decision")
             return None
         if ref.cluster != self.config.cluster:
             return None
         return self.apply(ev, ref)
 
     def apply(self, ev: Mapping[str, Any], ref: WorkloadRef) -> dict[str, Any]:
+        """Apply one decision of this cluster; the result CloudEvent (``applied`` or ``apply_failed``)."""
+        result = self._apply(ev, ref)
+        if self.metrics is not None:
+            self._observe(ev["data"], result)
+        return result
+
+    def _observe(self, data: Mapping[str, Any], result: Mapping[str, Any]) -> None:
+        label = result_label(result)
+        if label == "applied":
+            # Applied, so its replicas (if any) passed the checks: the workload now has them.
+            dry = result["data"].get("dry_run")
+            replicas = _count(data["replicas"], "replicas") if "replicas" in data and not dry else None
+            self.metrics.observe_applier_result(result, replicas)
+        else:
+            self.metrics.observe_applier_result(label)
+        tick = data.get("tick")
+        if isinstance(tick, int | float) and not isinstance(tick, bool) and math.isfinite(tick):
+            self.metrics.record_processed(float(tick))
+
+    def _apply(self, ev: Mapping[str, Any], ref: WorkloadRef) -> dict[str, Any]:
         data = ev["data"]
         dry_run = self.config.dry_run or bool(data.get("dry_run"))
         progress = _Progress()
@@ -623,7 +684,8 @@ class Applier:
         dry = {"dryRun": "All"} if dry_run else {}
 
         try:
-            obj = request(self.api, "GET", res.path(ns, name))
+            with self._kube("get_workload"):
+                obj = request(self.api, "GET", res.path(ns, name))
         except KubeError as exc:
             if exc.status == 404:
                 raise Refusal(f"refused: {where} does not exist in cluster {ref.cluster} (404)") from None
@@ -651,7 +713,8 @@ class Applier:
         manifests: list[dict[str, Any]] = []
         for pres in POLICY_RESOURCES:
             try:
-                items, _ = list_objects(self.api, pres, ns)
+                with self._kube(f"list_{pres.plural}"):
+                    items, _ = list_objects(self.api, pres, ns)
             except KubeError as exc:
                 if exc.status == 404:  # the CRD is not installed
                     continue
@@ -676,32 +739,35 @@ class Applier:
 
         if data.get("hpa"):
             hpa_name = getattr(getattr(policy, "spec", None), "hpa_name", None)
-            hpas, _ = list_objects(self.api, HPAS, ns)
+            with self._kube(f"list_{HPAS.plural}"):
+                hpas, _ = list_objects(self.api, HPAS, ns)
             hpa = find_hpa(hpas, ref, hpa_name)
             patch, summary = hpa_patch(hpa, data["hpa"])
             if patch:
-                request(
-                    self.api,
-                    "PATCH",
-                    HPAS.path(ns, (hpa.get("metadata") or {}).get("name")),
-                    query={"fieldManager": self.config.field_manager, **dry},
-                    body=patch,
-                    content_type="application/merge-patch+json",
-                )
+                with self._kube("patch_hpa"):
+                    request(
+                        self.api,
+                        "PATCH",
+                        HPAS.path(ns, (hpa.get("metadata") or {}).get("name")),
+                        query={"fieldManager": self.config.field_manager, **dry},
+                        body=patch,
+                        content_type="application/merge-patch+json",
+                    )
                 progress.add("hpa", summary)
 
         if "replicas" in data:
             to = _count(data["replicas"], "replicas")
             cur = (obj.get("spec") or {}).get("replicas", 1)
             if cur != to:
-                scale = request(
-                    self.api,
-                    "PATCH",
-                    res.path(ns, name, "scale"),
-                    query={"fieldManager": self.config.field_manager, **dry},
-                    body={"metadata": {"resourceVersion": rv}, "spec": {"replicas": to}},
-                    content_type="application/merge-patch+json",
-                )
+                with self._kube("patch_scale"):
+                    scale = request(
+                        self.api,
+                        "PATCH",
+                        res.path(ns, name, "scale"),
+                        query={"fieldManager": self.config.field_manager, **dry},
+                        body={"metadata": {"resourceVersion": rv}, "spec": {"replicas": to}},
+                        content_type="application/merge-patch+json",
+                    )
                 conditional = False
                 progress.add("replicas", {"from": cur, "to": to})
                 rv = ((scale or {}).get("metadata") or {}).get("resourceVersion") or rv
@@ -710,14 +776,15 @@ class Applier:
         if isinstance(tick, int | float):
             marks[LAST_TICK] = repr(float(tick))
         body = apply_patch(obj, plan.resources, marks, rv if conditional else None)
-        request(
-            self.api,
-            "PATCH",
-            res.path(ns, name),
-            query={"fieldManager": self.config.field_manager, "force": True, **dry},
-            body=body,
-            content_type="application/apply-patch+yaml",
-        )
+        with self._kube("apply_workload"):
+            request(
+                self.api,
+                "PATCH",
+                res.path(ns, name),
+                query={"fieldManager": self.config.field_manager, "force": True, **dry},
+                body=body,
+                content_type="application/apply-patch+yaml",
+            )
         if plan.changes:
             progress.add("containers", plan.changes)
         if not progress.patched:
@@ -738,8 +805,12 @@ async def run(
     stop: threading.Event | None = None,
     applier: Applier | None = None,
     ensure: bool = True,
+    metrics: Any = None,
 ) -> None:
-    """Consume ``<prefix>actuator`` and publish results to ``<prefix>audit`` until ``stop`` is set."""
+    """Consume ``<prefix>actuator`` and publish results to ``<prefix>audit`` until ``stop`` is set.
+
+    With ``metrics`` (else the ``applier``'s), the results, API calls and consumer lag are reported.
+    """
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
     from schemas.codec import encode
@@ -752,7 +823,10 @@ async def run(
             log.warning("could not check/create topics: %s: %s", type(exc).__name__, exc)
     actuator = topic_name(settings.prefix, "actuator")
     audit = topic_name(settings.prefix, "audit")
-    applier = applier or Applier(api, config)
+    applier = applier or Applier(api, config, metrics=metrics)
+    if metrics is not None and applier.metrics is None:
+        applier.metrics = metrics
+    metrics = applier.metrics
     consumer = AIOKafkaConsumer(
         actuator,
         bootstrap_servers=settings.bootstrap,
@@ -781,13 +855,43 @@ async def run(
                                 timestamp_ms=int(time.time() * 1000),
                             )
                         await consumer.commit({TopicPartition(tp.topic, tp.partition): msg.offset + 1})
+                if metrics is not None:
+                    lag = await _lag(consumer)
+                    if lag is not None:
+                        metrics.record_lag(lag)
         finally:
             await consumer.stop()
     finally:
         await producer.stop()
 
 
+async def _lag(consumer: Any) -> int | None:
+    """Messages between the consumer's positions and the high watermarks of its partitions (from
+    the last fetch responses: no request of its own); ``None`` before the first fetch."""
+    lag, known = 0, False
+    try:
+        for tp in consumer.assignment():
+            hw = consumer.highwater(tp)
+            if hw is None:
+                continue  # not fetched yet: the position may not even be known
+            lag += max(0, hw - await consumer.position(tp))
+            known = True
+    except Exception:  # a rebalance took the partition away meanwhile
+        return None
+    return lag if known else None
+
+
+def add_edge_metrics_options(p: argparse.ArgumentParser) -> None:
+    """:func:`streams.observability.add_metrics_options`, with the event-age readiness check off by
+    default: an edge process may rightly see nothing new for hours (and an applier may be fed old
+    decisions), so only the lag (and liveness) make it unready unless ``--ready-max-event-age`` is set."""
+    from streams.observability import add_metrics_options
+
+    add_metrics_options(p, max_event_age=0.0)
+
+
 def main(argv: Sequence[str]) -> int:
+    from streams.observability import metrics_from_args
     from streams.settings import add_kafka_options, env, kafka_settings
 
     from .kube import api_client
@@ -811,6 +915,7 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--max-attempts", type=int, default=int(env("max_attempts", "6")), help="tries per decision")
     p.add_argument("--loglevel", default=env("loglevel", "info"))
     add_kafka_options(p)
+    add_edge_metrics_options(p)
     args = p.parse_args(list(argv))
     if not args.cluster:
         print("tandem apply: --cluster NAME is required (or TANDEM_CLUSTER)", file=sys.stderr)
@@ -827,19 +932,35 @@ def main(argv: Sequence[str]) -> int:
         print(f"tandem apply: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     config = ApplierConfig(args.cluster, args.dry_run, max_attempts=args.max_attempts)
+    try:
+        metrics, server = metrics_from_args(args)  # /metrics, /healthz, /readyz on --metrics-port
+    except OSError as exc:
+        print(f"tandem apply: metrics port {args.metrics_port}: {exc}", file=sys.stderr)
+        return 2
     stop = threading.Event()
 
     async def go() -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await run(settings, config, api, group_id=args.group_id, offset_reset=args.offset_reset, stop=stop)
+        await run(
+            settings,
+            config,
+            api,
+            group_id=args.group_id,
+            offset_reset=args.offset_reset,
+            stop=stop,
+            metrics=metrics,
+        )
 
     try:
         asyncio.run(go())
     except Exception as exc:
         print(f"tandem apply: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        if server is not None:
+            server.close()
     return 0
 
 

@@ -1,7 +1,7 @@
 """``tandem collect``: feed the input topics from one cluster (docs/edge.md).
 
     tandem collect --cluster NAME [--broker B] [--topic-prefix P] [--kubeconfig PATH]
-                   [--namespace NS]... [--interval S] [--watch-timeout S] [--out FILE]
+                   [--namespace NS]... [--interval S] [--watch-timeout S] [--out FILE] [--metrics-port 9464]
 
 It lists and watches, in the given namespaces (default: all),
 
@@ -32,6 +32,14 @@ docs/edge.md).  Events are keyed by the workload key; an event whose content (al
 the last one sent for the same workload and source is not sent again.  Every event is validated with
 :func:`scaling.events.decode_event` before it leaves: the collector never emits what the contract
 rejects (it logs and drops it instead).
+
+**Metrics** (:mod:`streams.observability`, served on ``--metrics-port``, 0 for none):
+``tandem_events_total{type}`` counts the events sent (once the broker acknowledged them, or once
+written with ``--out``), ``tandem_events_rejected_total{type}`` those its own validation refused,
+``tandem_kube_api_latency_seconds{operation}`` times the lists (``list_<plural>``,
+``list_pod_metrics``) and the ``metrics.k8s.io`` discovery (``discover_pod_metrics``); a watch is a
+long-lived stream, not timed.  ``/readyz`` is the liveness unless ``--ready-max-event-age`` is set
+(a quiet cluster rightly produces no event for a long time).
 """
 
 from __future__ import annotations
@@ -146,8 +154,10 @@ class Collector:
     returns the contract events to send, already validated.
     """
 
-    def __init__(self, cluster: str) -> None:
+    def __init__(self, cluster: str, metrics: Any = None) -> None:
         self.cluster = cluster
+        #: A ``streams.observability.Metrics`` (or None): events refused by the validation are counted.
+        self.metrics = metrics
         # what the watches show, by (plural-or-group key, namespace, name)
         self.objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
         self.sent: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -180,12 +190,17 @@ class Collector:
         try:
             decode_event(stamped)
         except InvalidEvent as exc:
-            self.rejected += 1
+            self._reject(ev["type"])
             log.warning("not sending a %s event for %s (%s): %s", ev["type"], key, source, exc)
             return
         if dedupe:
             self.sent[ident] = ev
         out.append(stamped)
+
+    def _reject(self, type_: str) -> None:
+        self.rejected += 1
+        if self.metrics is not None:
+            self.metrics.observe_rejected(type_)
 
     def _store(self, bucket: str, kind: str, obj: Mapping[str, Any]) -> dict[str, Any] | None:
         """Remember (or forget, on DELETED) ``obj``; returns the previous version."""
@@ -365,7 +380,7 @@ class Collector:
             ref = self._ref(target.namespace, target.kind, target.name)
             parse_policy(manifest, ref)
         except (InvalidPolicy, InvalidEvent) as exc:
-            self.rejected += 1
+            self._reject("policy")
             log.warning("%s %s/%s is not a valid policy (%s); the last valid one stays", res.kind, ns, name, exc)
             return out
         if target.cluster != self.cluster:
@@ -486,6 +501,15 @@ def vpa_event(cluster: str, vpa: Mapping[str, Any]) -> dict[str, Any] | None:
 # --- I/O: watch threads, the scrape loop, the sink --------------------------------------------
 
 
+def _list_op(res: Resource) -> str:
+    """The ``operation`` label of a list of ``res`` (``metrics.k8s.io`` pods are not core pods)."""
+    return "list_pod_metrics" if res is POD_METRICS else f"list_{res.plural}"
+
+
+def _timed(metrics: Any, operation: str) -> contextlib.AbstractContextManager[None]:
+    return metrics.kube_api(operation) if metrics is not None else contextlib.nullcontext()
+
+
 def _watch_loop(
     api: Any,
     res: Resource,
@@ -493,6 +517,7 @@ def _watch_loop(
     push: Callable[[tuple[str, Resource, Any]], None],
     stop: threading.Event,
     timeout: int,
+    metrics: Any = None,
 ) -> None:
     """List, then watch from the list's version; resume after each watch ends; relist on 410."""
     rv: str | None = None
@@ -500,7 +525,8 @@ def _watch_loop(
     while not stop.is_set():
         try:
             if rv is None:
-                items, rv = list_objects(api, res, namespace)
+                with _timed(metrics, _list_op(res)):
+                    items, rv = list_objects(api, res, namespace)
                 push(("SYNC", res, (namespace, items)))
             for kind, obj in watch(api, res, namespace, rv, timeout_seconds=timeout, stop=stop):
                 rv = str(_meta(obj).get("resourceVersion") or rv)
@@ -587,8 +613,13 @@ async def run(
     out: str | None = None,
     stop: threading.Event | None = None,
     collector: Collector | None = None,
+    metrics: Any = None,
 ) -> None:
-    """Watch the cluster and send events to Kafka (``settings``) or a JSON Lines file (``out``)."""
+    """Watch the cluster and send events to Kafka (``settings``) or a JSON Lines file (``out``).
+
+    With ``metrics`` (else the ``collector``'s), the events sent, the events refused and the API
+    calls are reported.
+    """
     stop = stop or threading.Event()
     sink: Any
     if out:
@@ -602,7 +633,23 @@ async def run(
             log.warning("could not check/create topics: %s: %s", type(exc).__name__, exc)
         sink = _KafkaSink(settings)
     await sink.start()
-    collector = collector or Collector(config.cluster)
+    collector = collector or Collector(config.cluster, metrics)
+    if metrics is not None and collector.metrics is None:
+        collector.metrics = metrics
+    metrics = collector.metrics
+
+    async def send(events: list[dict[str, Any]]) -> None:
+        await sink.send(events)
+        if metrics is not None and events:
+            newest: dict[str, float] = {}
+            counts: dict[str, int] = {}
+            for ev in events:
+                counts[ev["type"]] = counts.get(ev["type"], 0) + 1
+                newest[ev["type"]] = max(newest.get(ev["type"], ev["ts"]), ev["ts"])
+            for type_, n in counts.items():
+                metrics.observe_event(type_, newest[type_], n)
+            metrics.record_processed(max(newest.values()))
+
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[tuple[str, Resource, Any]] = asyncio.Queue()
 
@@ -618,7 +665,7 @@ async def run(
     threads = [
         threading.Thread(
             target=_watch_loop,
-            args=(api, res, ns, push, stop, config.watch_timeout),
+            args=(api, res, ns, push, stop, config.watch_timeout, metrics),
             name=f"watch-{res.plural}.{res.group or 'core'}-{ns or 'all'}",
             daemon=True,
         )
@@ -632,12 +679,15 @@ async def run(
         warned = False
         while not stop.is_set():
             try:
-                if await asyncio.to_thread(served, api, POD_METRICS):
+                with _timed(metrics, "discover_pod_metrics"):
+                    is_served = await asyncio.to_thread(served, api, POD_METRICS)
+                if is_served:
                     items: list[dict[str, Any]] = []
                     for ns in namespaces:
-                        got, _ = await asyncio.to_thread(list_objects, api, POD_METRICS, ns)
+                        with _timed(metrics, _list_op(POD_METRICS)):
+                            got, _ = await asyncio.to_thread(list_objects, api, POD_METRICS, ns)
                         items.extend(got)
-                    await sink.send(collector.metric_events(items, time.time()))
+                    await send(collector.metric_events(items, time.time()))
                     warned = False
                 elif not warned:
                     log.info("metrics.k8s.io is not served: no pod metrics (checked every %.0f s)", config.interval)
@@ -657,7 +707,7 @@ async def run(
             while not queue.empty():  # drain what else arrived, then send it all at once
                 nxt = queue.get_nowait()
                 events.extend(collector.observe(nxt[0], nxt[1], nxt[2], time.time()))
-            await sink.send(events)
+            await send(events)
     finally:
         stop.set()
         scraper.cancel()
@@ -667,8 +717,10 @@ async def run(
 
 
 def main(argv: Sequence[str]) -> int:
+    from streams.observability import metrics_from_args
     from streams.settings import add_kafka_options, env, kafka_settings
 
+    from .applier import add_edge_metrics_options
     from .kube import api_client
 
     p = argparse.ArgumentParser(prog="tandem collect", description="feed the input topics from one cluster")
@@ -685,6 +737,7 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--out", default=env("out"), help="write JSON Lines here instead of publishing to Kafka")
     p.add_argument("--loglevel", default=env("loglevel", "info"))
     add_kafka_options(p)
+    add_edge_metrics_options(p)
     args = p.parse_args(list(argv))
     if not args.cluster:
         print("tandem collect: --cluster NAME is required (or TANDEM_CLUSTER)", file=sys.stderr)
@@ -704,19 +757,27 @@ def main(argv: Sequence[str]) -> int:
         print(f"tandem collect: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     config = CollectorConfig(args.cluster, tuple(dict.fromkeys(args.namespace)), args.interval, args.watch_timeout)
+    try:
+        metrics, server = metrics_from_args(args)  # /metrics, /healthz, /readyz on --metrics-port
+    except OSError as exc:
+        print(f"tandem collect: metrics port {args.metrics_port}: {exc}", file=sys.stderr)
+        return 2
     stop = threading.Event()
 
     async def go() -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await run(config, api, settings=settings, out=args.out, stop=stop)
+        await run(config, api, settings=settings, out=args.out, stop=stop, metrics=metrics)
 
     try:
         asyncio.run(go())
     except Exception as exc:
         print(f"tandem collect: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        if server is not None:
+            server.close()
     return 0
 
 

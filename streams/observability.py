@@ -402,10 +402,13 @@ class MetricsServer:
 # ---------------------------------------------------------------------------------- options
 
 
-def add_metrics_options(p: argparse.ArgumentParser, default_port: int = 9464) -> None:
+def add_metrics_options(
+    p: argparse.ArgumentParser, default_port: int = 9464, max_event_age: float = DEFAULT_MAX_EVENT_AGE
+) -> None:
     """``--metrics-port`` (0 disables the server), ``--ready-max-lag``, ``--ready-max-event-age``, ...
 
-    Each is also ``TANDEM_<OPTION>`` like every tandem option.
+    Each is also ``TANDEM_<OPTION>`` like every tandem option.  ``max_event_age`` is the default of
+    the event-age readiness check (0: never): the edge processes turn it off.
     """
     p.add_argument(
         "--metrics-port",
@@ -423,8 +426,8 @@ def add_metrics_options(p: argparse.ArgumentParser, default_port: int = 9464) ->
     p.add_argument(
         "--ready-max-event-age",
         type=float,
-        default=float(env("ready_max_event_age", str(DEFAULT_MAX_EVENT_AGE))),
-        help=f"/readyz fails when the last processed event is older (s; default {DEFAULT_MAX_EVENT_AGE:g}; 0: never)",
+        default=float(env("ready_max_event_age", str(max_event_age))),
+        help=f"/readyz fails when the last processed event is older (s; default {max_event_age:g}; 0: never)",
     )
     p.add_argument(
         "--metrics-workloads",

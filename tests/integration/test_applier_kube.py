@@ -9,6 +9,10 @@ impersonation, so the RBAC manifest is exercised too) applies them; its results 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -26,6 +30,7 @@ from streams.settings import KafkaSettings
 from streams.topics import ensure_topics, topic_name
 from tests.fixtures.kafka import run_sync, wait_for
 from tests.fixtures.kube import wait_for_crd_established
+from tests.integration.test_metrics_worker import free_port, get, scrape
 
 pytestmark = [pytest.mark.kube, pytest.mark.kafka]
 
@@ -234,6 +239,24 @@ def decision(namespace: str, name: str, *, cluster: str = CLUSTER, kind: str = "
     return cloudevent(DECISION, cluster, f"{cluster}/{namespace}/{kind}/{name}", body["tick"], body)
 
 
+def send_decisions(settings: KafkaSettings, *events: dict[str, Any]) -> None:
+    """Publish ``events`` to ``<prefix>actuator``, keyed by their subject."""
+    from aiokafka import AIOKafkaProducer
+
+    async def go() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap, acks="all")
+        await producer.start()
+        try:
+            for ev in events:
+                await producer.send_and_wait(
+                    topic_name(settings.prefix, "actuator"), orjson.dumps(ev), key=ev["subject"].encode()
+                )
+        finally:
+            await producer.stop()
+
+    run_sync(go())
+
+
 class Harness:
     """An applier consuming its own topics in a thread, and a reader of its audit topic."""
 
@@ -288,20 +311,7 @@ class Harness:
             await consumer.stop()
 
     def send(self, *events: dict[str, Any]) -> None:
-        from aiokafka import AIOKafkaProducer
-
-        async def go() -> None:
-            producer = AIOKafkaProducer(bootstrap_servers=self.settings.bootstrap, acks="all")
-            await producer.start()
-            try:
-                for ev in events:
-                    await producer.send_and_wait(
-                        topic_name(self.settings.prefix, "actuator"), orjson.dumps(ev), key=ev["subject"].encode()
-                    )
-            finally:
-                await producer.stop()
-
-        run_sync(go())
+        send_decisions(self.settings, *events)
 
     def results(self, decision_id: str, count: int = 1, timeout: float = 30.0) -> list[dict[str, Any]]:
         def found() -> list[dict[str, Any]] | None:
@@ -641,3 +651,83 @@ def test_a_decision_marked_dry_run_is_not_written(applier: Harness, admin: Any, 
     result = applier.result(d["id"])
     assert result["type"] == APPLIED and result["data"]["dry_run"] is True
     assert read(admin, DEPLOYMENTS, ns, "web")["metadata"]["resourceVersion"] == rv
+
+
+def test_the_command_line_serves_metrics_health_and_readiness(
+    cluster_setup: dict[str, Any], admin: Any, kube_namespace: str, kube_apiserver: str, tmp_path: Path
+) -> None:
+    """``tandem apply`` in a subprocess (options by environment, as the chart sets them) counts its
+    results by kind, times its API calls and reports its lag on ``TANDEM_METRICS_PORT``."""
+    ns = kube_namespace
+    create(admin, DEPLOYMENTS, ns, deployment("web"))
+    create(admin, HVPA_V1, ns, hvpa("web", "web"))
+    settings = KafkaSettings(broker=cluster_setup["broker"], prefix=f"t{uuid.uuid4().hex[:8]}.", partitions=1)
+    run_sync(ensure_topics(settings))
+    port = free_port()
+    env = {
+        **os.environ,
+        "TANDEM_BROKER": cluster_setup["broker"],
+        "TANDEM_TOPIC_PREFIX": settings.prefix,
+        "TANDEM_PARTITIONS": "1",
+        "TANDEM_CLUSTER": CLUSTER,
+        "TANDEM_OFFSET_RESET": "earliest",
+        "TANDEM_METRICS_PORT": str(port),
+    }
+    log = tmp_path / "applier.log"
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streams.cli", "apply", "--kubeconfig", kube_apiserver],
+            env=env,
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(
+            lambda: get(port, "/healthz")[0] == 200 or proc.poll() is not None,
+            30,
+            interval=0.1,
+            message="/healthz 200",
+        )
+        assert proc.poll() is None, log.read_text()
+        applied = decision(ns, "web", replicas={"from": 2, "to": 4})
+        too_many = decision(ns, "web", replicas={"from": 4, "to": 30})
+        send_decisions(settings, applied, applied, too_many)  # applied, then a repeat, then refused
+
+        def results() -> dict[str, float] | None:
+            got = {
+                dict(labels)["result"]: v
+                for (name, labels), v in scrape(port).items()
+                if name == "tandem_applier_results_total"
+            }
+            return got if sum(got.values()) >= 3 else None
+
+        got = wait_for(results, 30, interval=0.1, message=lambda: f"3 results counted ({log.read_text()[-2000:]})")
+        assert got == {"applied": 1, "duplicate": 1, "refused": 1}, got
+        assert read(admin, DEPLOYMENTS, ns, "web")["spec"]["replicas"] == 4
+        samples = scrape(port)
+        calls = {
+            dict(labels)["operation"]: v
+            for (name, labels), v in samples.items()
+            if name == "tandem_kube_api_latency_seconds_count"
+        }
+        assert calls["get_workload"] == 3 and calls["list_hvpas"] >= 2, calls
+        assert calls["patch_scale"] == 1 and calls["apply_workload"] == 1, calls
+        key = f"{CLUSTER}/{ns}/Deployment/web"
+        assert samples[("tandem_workload_replicas", (("source", "applied"), ("workload", key)))] == 4
+        assert samples[("tandem_last_processed_event_timestamp_seconds", ())] == TICK
+        wait_for(lambda: scrape(port).get(("tandem_consumer_lag_messages", ())) == 0, 10, interval=0.1, message="lag 0")
+        # Decisions from a tick long ago: ready all the same (the event-age check is off by default).
+        assert get(port, "/readyz") == (200, "ok\n")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+            raise
+    text = log.read_text()
+    assert code == 0, text[-4000:]
+    assert "Traceback" not in text, text[-4000:]

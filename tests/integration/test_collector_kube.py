@@ -33,6 +33,7 @@ from scaling.cloudevents import APPLIED, DECISION
 from scaling.engine import Engine
 from scaling.events import decode_event
 from streams.cli import main as tandem
+from streams.observability import Metrics
 from streams.settings import KafkaSettings
 from streams.topics import INPUT_TOPICS, ensure_topics, topic_name
 from tests.fixtures.kafka import run_sync, wait_for
@@ -48,6 +49,7 @@ from tests.integration.test_applier_kube import (
     install_rbac,
     read,
 )
+from tests.integration.test_metrics_worker import free_port, get, scrape
 
 HVPA_V1 = POLICY_RESOURCES[0]
 VPA_CRD = {
@@ -201,7 +203,8 @@ class Running:
         self.settings = KafkaSettings(broker=broker, prefix=f"t{uuid.uuid4().hex[:8]}.", partitions=1)
         run_sync(ensure_topics(self.settings))
         self.config = CollectorConfig(CLUSTER, (namespace,), interval=1.0, watch_timeout=watch_timeout)
-        self.state = Collector(CLUSTER)
+        self.metrics = Metrics()
+        self.state = Collector(CLUSTER, self.metrics)
         self.stop = threading.Event()
         self.records: list[tuple[str, int, bytes, dict[str, Any]]] = []  # topic, kafka ts, key, event
         self.errors: list[BaseException] = []
@@ -358,6 +361,19 @@ def test_collected_events_round_trip_to_the_workers_decision_and_back_into_the_c
     r.wait(initial_state_seen, "workload (with its pod), hpa, vpa and policy events")
     r.stop_collecting()  # the input topics are now fixed: the worker and the replay see the same
 
+    def by_type(events: list[dict[str, Any]]) -> dict[str, float]:
+        return {t: float(sum(1 for e in events if e["type"] == t)) for t in {e["type"] for e in events}}
+
+    def counted() -> dict[str, float]:
+        return {
+            t: v
+            for t in ("metric", "workload", "hpa", "vpa", "policy")
+            if (v := r.metrics.registry.get_sample_value("tandem_events_total", {"type": t}))
+        }
+
+    # Every event the broker acknowledged is counted once, by type.
+    r.wait(lambda r: by_type(r.events()) == counted(), lambda: f"{by_type(r.events())} == {counted()}", 10)
+
     events = r.events()
     for topic, kafka_ts, key, ev in r.records:
         decode_event(ev)  # every event is one the contract accepts
@@ -496,6 +512,7 @@ def test_the_collector_follows_changes_and_deletions(
     request(admin, "DELETE", HVPA_V1.path(ns, "web"))
     r.wait(lambda r: r.events("policy")[-1]["policy"] is None, "the policy deletion")
     assert len(r.events("policy")) == n_policy + 1
+    assert r.metrics.registry.get_sample_value("tandem_events_rejected_total", {"type": "policy"}) == 1
 
     # Unchanged state is not sent again: a label on the Deployment changes nothing tandem reads.
     count = len(r.events("workload"))
@@ -601,10 +618,12 @@ def test_relist_turns_vanished_objects_into_deletions_and_metrics_batch_per_work
 
 @pytest.mark.kube
 def test_the_command_line_writes_json_lines(cluster_setup: dict[str, Any], kube_namespace: str, tmp_path: Path) -> None:
-    """``tandem collect ... --out FILE`` (no Kafka) in a subprocess; SIGTERM ends it cleanly."""
+    """``tandem collect ... --out FILE`` (no Kafka) in a subprocess; SIGTERM ends it cleanly.  Its
+    metrics count what it wrote, by type, and time its lists."""
     admin, ns = cluster_setup["admin"], kube_namespace
     build_workload(admin, ns)
     out = tmp_path / "collected.jsonl"
+    port = free_port()
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -621,6 +640,8 @@ def test_the_command_line_writes_json_lines(cluster_setup: dict[str, Any], kube_
             str(out),
             "--watch-timeout",
             "5",
+            "--metrics-port",
+            str(port),
         ],
         cwd=REPO,
         stdin=subprocess.DEVNULL,
@@ -637,6 +658,31 @@ def test_the_command_line_writes_json_lines(cluster_setup: dict[str, Any], kube_
         wait_for(
             lambda: types() >= {"workload", "hpa", "vpa", "policy"}, 30, interval=0.2, message="events in the file"
         )
+
+        def counted() -> dict[str, float]:
+            return {
+                dict(labels)["type"]: v for (name, labels), v in scrape(port).items() if name == "tandem_events_total"
+            }
+
+        def written() -> dict[str, float]:
+            lines = [orjson.loads(line) for line in out.read_bytes().splitlines() if line.endswith(b"}")]
+            return {t: float(sum(1 for e in lines if e["type"] == t)) for t in {e["type"] for e in lines}}
+
+        wait_for(lambda: counted() == written(), 10, interval=0.1, message=lambda: f"{counted()} == {written()}")
+        assert counted()["workload"] > 0
+
+        def calls() -> dict[str, float]:
+            return {
+                dict(labels)["operation"]: v
+                for (name, labels), v in scrape(port).items()
+                if name == "tandem_kube_api_latency_seconds_count"
+            }
+
+        timed = {"list_pods", "list_deployments", "list_hvpas", "discover_pod_metrics"}
+        wait_for(lambda: timed <= set(calls()), 10, interval=0.1, message=lambda: f"{timed} timed: {calls()}")
+        samples = scrape(port)
+        assert sum(v for (name, _), v in samples.items() if name == "tandem_events_rejected_total") == 0
+        assert get(port, "/healthz") == (200, "ok\n") and get(port, "/readyz") == (200, "ok\n")
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

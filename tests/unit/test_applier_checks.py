@@ -6,6 +6,7 @@ in tests/integration/test_applier_kube.py.
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 import orjson
@@ -18,6 +19,7 @@ from agents.applier import (
     Applier,
     ApplierConfig,
     Refusal,
+    add_edge_metrics_options,
     apply_patch,
     backoff_delays,
     check_decision,
@@ -27,6 +29,7 @@ from agents.applier import (
     owned_containers,
     plan_containers,
     policy_bounds,
+    result_label,
 )
 from scaling.cloudevents import DECISION, cloudevent
 from scaling.events import WorkloadRef
@@ -461,3 +464,53 @@ def test_results_validate_against_the_decision_schema() -> None:
     ev["id"] = "forged"
     result = Applier(None, ApplierConfig("c1"), clock=lambda: 1_762_250_431.0).handle(orjson.dumps(ev))
     validator("decision").validate(result)
+
+
+def test_results_and_rejected_messages_are_counted() -> None:
+    from streams.observability import Metrics
+
+    metrics = Metrics()
+    applier = Applier(None, ApplierConfig("c1"), metrics=metrics)
+    applier.handle(b"not json")
+    applier.handle(orjson.dumps({"type": DECISION, "data": {"workload": "c1/shop/Deployment/web"}}))
+    applier.handle(orjson.dumps(decision("c2", replicas=change(2, 3))))  # not ours: not counted at all
+    forged = decision(replicas=change(2, 3), tick=1_762_250_445.0)
+    forged["id"] = "forged"
+    applier.handle(orjson.dumps(forged))
+
+    def value(name: str, **labels: str) -> float | None:
+        return metrics.registry.get_sample_value(name, labels)
+
+    assert value("tandem_events_rejected_total", type="unknown") == 1
+    assert value("tandem_events_rejected_total", type="decision") == 1
+    assert value("tandem_applier_results_total", result="refused") == 1
+    assert value("tandem_last_processed_event_timestamp_seconds") == 1_762_250_445.0
+
+
+def test_result_labels() -> None:
+    def result(type_: str, **data: Any) -> dict[str, Any]:
+        return {"type": type_, "data": data}
+
+    assert result_label(result(APPLIED)) == "applied"
+    assert result_label(result(APPLIED, dry_run=True)) == "applied"
+    assert result_label(result(APPLIED, repeat=True)) == "duplicate"
+    assert result_label(result(APPLY_FAILED, error="skipped: Deployment shop/web has not opted in")) == "skipped"
+    assert result_label(result(APPLY_FAILED, error="refused: replicas 30 is above ...")) == "refused"
+    assert result_label(result(APPLY_FAILED, error="API error (failed at attempt 1): 422 Invalid")) == "apply_failed"
+    assert result_label(result(APPLY_FAILED, error="TypeError: boom")) == "apply_failed"
+
+
+def test_edge_metrics_options_default_to_the_charts_port_and_no_event_age_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("TANDEM_METRICS_PORT", "TANDEM_READY_MAX_EVENT_AGE", "TANDEM_READY_MAX_LAG"):
+        monkeypatch.delenv(name, raising=False)
+    p = argparse.ArgumentParser()
+    add_edge_metrics_options(p)
+    args = p.parse_args([])
+    assert (args.metrics_port, args.ready_max_event_age, args.ready_max_lag) == (9464, 0.0, 10_000)
+    assert p.parse_args(["--ready-max-event-age", "60"]).ready_max_event_age == 60.0
+    monkeypatch.setenv("TANDEM_READY_MAX_EVENT_AGE", "900")
+    p = argparse.ArgumentParser()
+    add_edge_metrics_options(p)
+    assert p.parse_args([]).ready_max_event_age == 900.0
