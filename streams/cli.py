@@ -29,20 +29,6 @@ def _env_flag(name: str) -> bool:
     return str(_env(name, "")).lower() in ("1", "true", "yes", "on")
 
 
-def _load_settings(args: argparse.Namespace) -> Any:
-    from scaling.settings import Settings
-
-    from .inputs import load_yaml_file
-
-    raw: dict[str, Any] = {}
-    if args.config:
-        docs = load_yaml_file(args.config)
-        if len(docs) != 1 or not isinstance(docs[0], dict):
-            raise ValueError(f"{args.config}: expected one mapping of settings")
-        raw = docs[0]
-    return Settings.from_mapping(raw, cluster=args.cluster, sync_period=args.sync_period)
-
-
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=_env("config"), help="settings YAML file (env TANDEM_CONFIG)")
     p.add_argument("--cluster", default=_env("cluster"), help="cluster of manifests without tandem.dev/cluster")
@@ -50,30 +36,14 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from scaling.errors import InvalidEvent
-
-    from .inputs import load_manifests
+    from .inputs import UsageError, load_command_inputs
     from .replay import StrictError, replay
 
     try:
-        settings = _load_settings(args)
-    except (OSError, ValueError) as exc:
+        settings, manifests = load_command_inputs(args.files, args.policy, args.config, args.cluster, args.sync_period)
+    except UsageError as exc:
         print(f"tandem replay: {exc}", file=sys.stderr)
         return 2
-    manifests: list[dict[str, Any]] = []
-    for path in args.policy:
-        try:
-            manifests.extend(load_manifests(path))
-        except FileNotFoundError:
-            print(f"tandem replay: {path}: no such file", file=sys.stderr)
-            return 2
-        except (OSError, ValueError) as exc:
-            print(f"tandem replay: {path}: {exc}", file=sys.stderr)
-            return 2
-    for path in args.files:
-        if path != "-" and not os.path.isfile(path):
-            print(f"tandem replay: {path}: no such file", file=sys.stderr)
-            return 2
     out = open(args.out, "wb") if args.out and args.out != "-" else sys.stdout.buffer  # noqa: SIM115
     try:
         try:
@@ -81,13 +51,10 @@ def _cmd_replay(args: argparse.Namespace) -> int:
                 args.files,
                 out,
                 settings=settings,
-                policies=_validated(manifests, settings),
+                policies=manifests,
                 strict=args.strict,
                 include_recommendations=args.include_recommendations,
             )
-        except InvalidEvent as exc:
-            print(f"tandem replay: policy: {exc}", file=sys.stderr)
-            return 2
         except StrictError as exc:
             print(str(exc), file=sys.stderr)
             return 1
@@ -98,14 +65,6 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             out.flush()
     print(stats.summary(), file=sys.stderr)
     return 0
-
-
-def _validated(manifests: list[dict[str, Any]], settings: Any) -> list[dict[str, Any]]:
-    from scaling.engine import policy_event
-
-    for m in manifests:
-        policy_event(m, settings.cluster)  # raises InvalidEvent naming the field
-    return manifests
 
 
 def build_parser() -> argparse.ArgumentParser:

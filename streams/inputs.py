@@ -11,7 +11,7 @@ from typing import IO, Any
 
 import yaml
 
-__all__ = ["iter_lines", "load_manifests", "load_yaml_file", "open_input"]
+__all__ = ["UsageError", "iter_lines", "load_command_inputs", "load_manifests", "load_yaml_file", "open_input"]
 
 
 def open_input(path: str) -> IO[bytes]:
@@ -56,3 +56,42 @@ def load_manifests(path: str) -> list[dict[str, Any]]:
         if not isinstance(d, dict):
             raise ValueError(f"{path}: document {i + 1} is not a manifest object")
     return docs
+
+
+class UsageError(Exception):
+    """A missing file, or a settings or policy file tandem cannot use: the command exits 2."""
+
+
+def load_command_inputs(
+    files: list[str], policy_paths: list[str], config: str | None, cluster: str | None, sync_period: float | None
+) -> tuple[Any, list[dict[str, Any]]]:
+    """What every file-reading command (replay, publish, report, simulate) checks first, the same way.
+
+    Returns the core settings and the policy manifests, each validated (a policy names its bad
+    field); raises :class:`UsageError` with the message to print.
+    """
+    from scaling.engine import policy_event
+    from scaling.errors import InvalidEvent
+
+    from .settings import load_core_settings
+
+    for path in [*files, *policy_paths]:
+        if path != "-" and not Path(path).is_file():
+            raise UsageError(f"{path}: no such file")
+    try:
+        settings = load_core_settings(config, cluster, sync_period)
+    except (OSError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    manifests: list[dict[str, Any]] = []
+    for path in policy_paths:
+        try:
+            docs = load_manifests(path)
+        except (OSError, ValueError, yaml.YAMLError) as exc:
+            raise UsageError(f"{path}: {exc}") from None
+        for doc in docs:
+            try:
+                policy_event(doc, settings.cluster)
+            except InvalidEvent as exc:
+                raise UsageError(f"{path}: policy: {exc}") from None
+        manifests.extend(docs)
+    return settings, manifests

@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import IO, Any
 
-from .settings import KafkaSettings, add_core_options, add_kafka_options, env, kafka_settings, load_core_settings
+from .settings import KafkaSettings, add_core_options, add_kafka_options, env, kafka_settings
 
 __all__ = ["main", "publish"]
 
@@ -116,7 +116,7 @@ def main(argv: Sequence[str]) -> int:
     from scaling.engine import policy_event
     from scaling.errors import InvalidEvent
 
-    from .inputs import load_manifests
+    from .inputs import UsageError, load_command_inputs
     from .replay import ReplayStats, StrictError, read_events
     from .topics import TOPIC_OF_TYPE, TopicMismatch, ensure_topics, list_topics, topic_name
 
@@ -143,24 +143,14 @@ def main(argv: Sequence[str]) -> int:
 
     try:
         settings = kafka_settings(args)
-        core = load_core_settings(args.config, args.cluster, args.sync_period)
     except (OSError, ValueError) as exc:
         print(f"tandem publish: {exc}", file=sys.stderr)
         return 2
-    manifests: list[dict[str, Any]] = []
-    for path in args.policy:
-        try:
-            manifests.extend(load_manifests(path))
-        except FileNotFoundError:
-            print(f"tandem publish: {path}: no such file", file=sys.stderr)
-            return 2
-        except (OSError, ValueError) as exc:
-            print(f"tandem publish: {path}: {exc}", file=sys.stderr)
-            return 2
-    for path in args.files:
-        if path != "-" and not os.path.isfile(path):
-            print(f"tandem publish: {path}: no such file", file=sys.stderr)
-            return 2
+    try:
+        core, manifests = load_command_inputs(args.files, args.policy, args.config, args.cluster, args.sync_period)
+    except UsageError as exc:
+        print(f"tandem publish: {exc}", file=sys.stderr)
+        return 2
 
     started = time.monotonic()
     stats = ReplayStats()

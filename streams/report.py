@@ -1120,11 +1120,8 @@ def build(
 
 
 def main(argv: Sequence[str]) -> int:
-    from scaling.errors import InvalidEvent
-
-    from .inputs import load_manifests
+    from .inputs import UsageError, load_command_inputs
     from .replay import StrictError
-    from .settings import load_core_settings
 
     prog = "tandem report"
     p = argparse.ArgumentParser(
@@ -1143,23 +1140,9 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--cluster", default=env("cluster"), help="cluster of manifests without tandem.dev/cluster")
     p.add_argument("--sync-period", type=float, default=env("sync_period"), help="tick period in seconds (default 15)")
     args = p.parse_args(list(argv))
-    for path in args.files:
-        if path != "-" and not os.path.isfile(path):
-            print(f"{prog}: {path}: no such file", file=sys.stderr)
-            return 2
     try:
-        settings = load_core_settings(args.config, args.cluster, args.sync_period)
-        manifests: list[dict[str, Any]] = []
-        for path in args.policy:
-            if not os.path.isfile(path):
-                print(f"{prog}: {path}: no such file", file=sys.stderr)
-                return 2
-            manifests.extend(load_manifests(path))
-        from scaling.engine import policy_event
-
-        for m in manifests:
-            policy_event(m, settings.cluster)
-    except (OSError, ValueError, InvalidEvent) as exc:
+        settings, manifests = load_command_inputs(args.files, args.policy, args.config, args.cluster, args.sync_period)
+    except UsageError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
     out = Path(args.out)

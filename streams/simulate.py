@@ -38,7 +38,7 @@ from scaling.policies import parse_policy
 from scaling.quantity import format_quantity, parse_quantity
 from scaling.settings import Settings
 
-from .inputs import load_manifests
+from .inputs import UsageError, load_command_inputs, load_manifests
 from .replay import ReplayStats, read_events
 
 __all__ = ["Demand", "Outcome", "derive_demand", "main", "simulate"]
@@ -316,16 +316,11 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--cluster", default=None)
     parser.add_argument("--json", dest="json_out", help="also write the outcomes as JSON to this file")
     args = parser.parse_args(list(argv))
-    from .inputs import load_yaml_file
-
-    raw: dict[str, Any] = {}
-    if args.config:
-        raw = load_yaml_file(args.config)[0]
-    settings = Settings.from_mapping(raw, cluster=args.cluster, sync_period=args.sync_period)
-    for path in [*args.files, *args.policy]:
-        if path != "-" and not Path(path).is_file():
-            print(f"tandem simulate: {path}: no such file", file=sys.stderr)
-            return 2
+    try:
+        settings, _ = load_command_inputs(args.files, args.policy, args.config, args.cluster, args.sync_period)
+    except UsageError as exc:
+        print(f"tandem simulate: {exc}", file=sys.stderr)
+        return 2
     outcomes = simulate(args.files, args.policy, settings, args.delay, sys.stderr)
     print(table(outcomes))
     if args.json_out:
