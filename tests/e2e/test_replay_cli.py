@@ -166,3 +166,32 @@ def test_bundled_example_is_what_its_generator_writes(tmp_path: Path) -> None:
     out = tmp_path / "stream.jsonl.gz"
     subprocess.run([sys.executable, str(ROOT / "examples" / "generate.py"), "--out", str(out)], check=True, timeout=300)
     assert gzip.decompress(out.read_bytes()) == gzip.decompress(EXAMPLE.read_bytes())
+
+
+def test_progress_bar_shows_on_a_terminal_and_not_in_a_pipe(tmp_path: Path) -> None:
+    import os
+    import pty
+
+    exe = shutil.which("tandem") or str(Path(sys.executable).parent / "tandem")
+    args = [exe, "replay", str(EXAMPLE), "--policy", str(POLICIES), "--out", str(tmp_path / "a.jsonl")]
+    primary, secondary = pty.openpty()
+    try:
+        proc = subprocess.run(args, stderr=secondary, stdout=subprocess.DEVNULL, timeout=120)
+        os.close(secondary)
+        chunks = []
+        while True:
+            try:
+                data = os.read(primary, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(primary)
+    on_terminal = b"".join(chunks).decode()
+    assert proc.returncode == 0
+    assert "\rreading" in on_terminal
+    assert "tandem replay: read " in on_terminal  # the summary follows the cleared bar
+    in_pipe = tandem("replay", str(EXAMPLE), "--policy", str(POLICIES), "--out", str(tmp_path / "b.jsonl"))
+    assert "\r" not in in_pipe.stderr.decode()
