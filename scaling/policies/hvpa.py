@@ -666,9 +666,7 @@ class HvpaPolicy:
         if override:
             out.reasons.append("hvpa: OOM kill since the last scaling overrides scale-up stabilization and minChange")
 
-        horizontal = self._horizontal(
-            view, out, current, desired, hpa is not None, weight, last_scale, override, mode_weight=None
-        )
+        horizontal = self._horizontal(view, out, current, desired, hpa is not None, weight, last_scale, override)
         # Seed modes other than weight-based apply whichever recommendation they pick whole.
         v_weight = Fraction(1) if s.form == "seed" and s.mode != "WeightBased" else weight
         vertical = self._vertical(view, out, vpa, current, v_weight, limited, last_scale, override)
@@ -701,7 +699,6 @@ class HvpaPolicy:
         weight: Fraction,
         last_scale: float | None,
         override: bool,
-        mode_weight: Fraction | None,
     ) -> _Axis:
         s = self.spec
         axis = _Axis()
