@@ -23,6 +23,7 @@ changes (disruption).  The simulator is a driver like the replay: it adds no dec
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -307,15 +308,22 @@ def table(outcomes: Sequence[Outcome]) -> str:
 
 
 def main(argv: Sequence[str]) -> int:
+    from .settings import env
+
     parser = argparse.ArgumentParser(prog="tandem simulate", description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", help="recorded streams (JSON Lines, .gz, - for stdin)")
-    parser.add_argument("--policy", action="append", required=True, help="a policy file to compare (repeatable)")
-    parser.add_argument("--delay", type=float, default=30.0, help="seconds from a decision to its effect")
-    parser.add_argument("--config", help="settings YAML file")
-    parser.add_argument("--sync-period", type=float, default=None)
-    parser.add_argument("--cluster", default=None)
-    parser.add_argument("--json", dest="json_out", help="also write the outcomes as JSON to this file")
+    env_policies = [x for x in str(env("policy", "")).split(os.pathsep) if x]
+    parser.add_argument("--policy", action="append", default=env_policies, help="a policy file to compare (repeatable)")
+    parser.add_argument(
+        "--delay", type=float, default=float(env("delay", "30")), help="seconds from a decision to its effect"
+    )
+    parser.add_argument("--config", default=env("config"), help="settings YAML file (env TANDEM_CONFIG)")
+    parser.add_argument("--sync-period", type=float, default=env("sync_period"))
+    parser.add_argument("--cluster", default=env("cluster"))
+    parser.add_argument("--json", dest="json_out", default=env("json"), help="also write the outcomes as JSON here")
     args = parser.parse_args(list(argv))
+    if not args.policy:
+        parser.error("at least one --policy FILE (or TANDEM_POLICY) is required")
     try:
         settings, _ = load_command_inputs(args.files, args.policy, args.config, args.cluster, args.sync_period)
     except UsageError as exc:
