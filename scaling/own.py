@@ -52,8 +52,16 @@ class VpaTemplate:
 
 
 def _wants_hpa(state: WorkloadState, policy: Any) -> HpaTemplate | None:
-    tmpl: HpaTemplate | None = getattr(policy, "own_hpa", None)
-    if tmpl is None or not tmpl.metrics or state.typed("hpa") is not None:
+    if state.typed("hpa") is not None:
+        return None
+    tmpl: HpaTemplate | None
+    own_hpa_for = getattr(policy, "own_hpa_for", None)
+    if own_hpa_for is not None:
+        # The template depends on what the policy decided so far: its memory, as ``decide`` gets it.
+        tmpl = own_hpa_for(state.memory.get(policy.kind, {}))
+    else:
+        tmpl = getattr(policy, "own_hpa", None)
+    if tmpl is None or not tmpl.metrics:
         return None
     return tmpl
 

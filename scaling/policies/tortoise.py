@@ -56,6 +56,15 @@ SCALE_DOWN_INTERVAL = 3600.0
 #: ``ScaledUpBasedOnPreferredMaxReplicas``: one ×1.3 step per 30 minutes (reference 2.d).
 PREFERRED_MAX_HOLD = 1800.0
 PREFERRED_MAX_GROWTH = 1.3
+#: ``globalRecommendedHPABehavior``: the behavior Tortoise writes to its HPA (reference 1.1, 2.g).
+DEFAULT_HPA_BEHAVIOR: Mapping[str, Any] = {
+    "scaleUp": {"policies": [{"type": "Percent", "value": 100, "periodSeconds": 60}]},
+    "scaleDown": {"policies": [{"type": "Percent", "value": 2, "periodSeconds": 90}]},
+}
+#: HPA conditions that mean "cannot get its metrics" (reference 2.f); tandem's own HPA reports a
+#: ContainerResource metric's failure with the upstream reason, which Tortoise's check does not name.
+FAILED_METRIC_REASONS = ("FailedGetResourceMetric",)
+OWN_FAILED_METRIC_REASONS = ("FailedGetResourceMetric", "FailedGetContainerResourceMetric")
 
 Pair = tuple[str, str]
 
@@ -532,6 +541,48 @@ class TortoisePolicy:
         }
         return VpaTemplate(policies)
 
+    def own_hpa_for(self, memory: Mapping[str, Any]) -> Any:
+        """The HPA Tortoise would have created by now (reference 2.g), from the policy's memory.
+
+        tandem recommends it from ``metric`` samples when no cluster sends ``hpa`` events: one
+        ContainerResource Utilization metric per Horizontal pair of the last reconcile
+        (``memory["pol"]``) at the target tandem last decided (``memory["hpa"]``), else 70; min/max
+        replicas as decided, else the initial ``MinimumMinReplicas``/``MaximumMaxReplicas``
+        (``memory["hpa0"]``, kept by dry runs, which never decide an HPA); Tortoise's built-in
+        behavior.  ``None`` before the first reconcile, with ``horizontalPodAutoscalerName`` (the
+        user's HPA, which tandem cannot know) and without a Horizontal pair.
+        """
+        from ..own import HpaTemplate
+
+        pol = memory.get("pol")
+        if self.spec.hpa_name is not None or not isinstance(pol, Mapping):
+            return None
+        horizontal = sorted(_split(k) for k, kind in pol.items() if kind == "Horizontal")
+        if not horizontal:
+            return None
+        decided = memory.get("hpa")
+        state = HpaState.of_memory(decided) if isinstance(decided, Mapping) else HpaState(None, None, None)
+        initial = memory.get("hpa0")
+        d = TortoiseSettings()
+        lo, hi = initial if isinstance(initial, list) else (d.minimum_min_replicas, d.maximum_max_replicas)
+        max_r = state.max_replicas if state.max_replicas is not None else int(hi)
+        min_r = state.min_replicas if state.min_replicas is not None else int(lo)
+        max_r = max(max_r, 1)
+        min_r = min(max(min_r, 0), max_r)  # an HPA cannot hold min > max (tandem never decides one)
+        targets = state.targets or {}
+        metrics = tuple(
+            {
+                "type": "ContainerResource",
+                "containerResource": {
+                    "name": r,
+                    "container": c,
+                    "target": {"type": "Utilization", "averageUtilization": targets.get((c, r), NEW_METRIC_TARGET)},
+                },
+            }
+            for c, r in horizontal
+        )
+        return HpaTemplate(metrics, DEFAULT_HPA_BEHAVIOR, min_r, max_r)
+
     def settings(self, settings: Mapping[str, Any]) -> TortoiseSettings:
         raw = settings.get("tortoise")
         cached = self._settings_cache
@@ -558,6 +609,11 @@ class TortoisePolicy:
         if isinstance(last, int | float) and now - last < st.update_interval and not urgent:
             return out
         memory["last"] = now
+        if out.dry_run:
+            # The initial HPA bounds, for ``own_hpa_for`` (a dry run never decides an HPA).
+            initial = [st.minimum_min_replicas, st.maximum_max_replicas]
+            if memory.get("hpa0") != initial:
+                memory["hpa0"] = initial
 
         hist = self._history(memory, st)
         # Replica history: fed at every tick, frozen in Emergency and BackToNormal (reference 2.f).
@@ -677,10 +733,15 @@ class TortoisePolicy:
 
     @staticmethod
     def _hpa_state(view: View, memory: dict[str, Any]) -> HpaState | None:
-        """The HPA as tandem last decided it, unless an ``hpa`` event newer than that decision came."""
+        """The HPA as tandem last decided it, unless an ``hpa`` event newer than that decision came.
+
+        tandem's own HPA (``source: tandem``) is built from that decision (``own_hpa_for``): it
+        never replaces it."""
         assumed = memory.get("hpa")
         ev = view.hpa
-        if isinstance(assumed, Mapping) and (ev is None or ev.ts <= float(assumed.get("tick", 0))):
+        if isinstance(assumed, Mapping) and (
+            ev is None or ev.source == "tandem" or ev.ts <= float(assumed.get("tick", 0))
+        ):
             return HpaState.of_memory(assumed)
         memory.pop("hpa", None)
         return HpaState.of_event(ev) if ev is not None else None
@@ -855,13 +916,18 @@ class TortoisePolicy:
         if ev is None:
             memory.pop("bad_since", None)
             return False
+        if ev.source == "tandem":
+            # tandem's own HPA speaks for the HPA's health only once it has computed its metrics: a
+            # stream that never carries samples for the workload says nothing about a cluster's HPA.
+            if any(c.get("type") == "ScalingActive" and c.get("status") == "True" for c in ev.conditions):
+                memory["own_ok"] = True
+            elif not memory.get("own_ok"):
+                memory.pop("bad_since", None)
+                return False
         failing = None
+        reasons = OWN_FAILED_METRIC_REASONS if ev.source == "tandem" else FAILED_METRIC_REASONS
         for c in ev.conditions:
-            if (
-                c.get("type") == "ScalingActive"
-                and c.get("status", "True") == "False"
-                and c.get("reason") == "FailedGetResourceMetric"
-            ):
+            if c.get("type") == "ScalingActive" and c.get("status", "True") == "False" and c.get("reason") in reasons:
                 failing = c
         if failing is not None:
             since = _rfc3339(failing.get("lastTransitionTime"))

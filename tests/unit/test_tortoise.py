@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -1026,3 +1027,91 @@ def test_memory_is_plain_json_and_a_reload_between_ticks_changes_nothing() -> No
     assert kept["phase"] == "Working"
     assert any(o[0].get("min_replicas") for o in straight)
     assert any(o[1] for o in straight)
+
+
+# --- tandem's own HPA (own_hpa_for) ----------------------------------------------------------
+
+
+def own_targets(tmpl: Any) -> dict[str, int]:
+    return {
+        f"{m['containerResource']['container']}/{m['containerResource']['name']}": m["containerResource"]["target"][
+            "averageUtilization"
+        ]
+        for m in tmpl.metrics
+    }
+
+
+def test_own_hpa_is_the_hpa_tortoise_creates_then_the_one_it_decided() -> None:
+    from scaling.policies.tortoise import DEFAULT_HPA_BEHAVIOR
+
+    p = policy()
+    mem: dict[str, Any] = {}
+    assert p.own_hpa_for(mem) is None  # nothing created before the first reconcile
+    p.decide(make_view(vpa=vpa_of(app=("600m", "1Gi"))), mem)
+    tmpl = p.own_hpa_for(mem)
+    assert (tmpl.min_replicas, tmpl.max_replicas, own_targets(tmpl)) == (3, 100, {"app/cpu": 70})
+    assert {m["type"] for m in tmpl.metrics} == {"ContainerResource"}
+    assert {m["containerResource"]["target"]["type"] for m in tmpl.metrics} == {"Utilization"}
+    assert tmpl.behavior == DEFAULT_HPA_BEHAVIOR
+    # What tandem decided later; a Horizontal pair without a decided target gets Tortoise's 70.
+    mem["hpa"] = {"tick": NOW, "min": 5, "max": 20, "targets": {"app/cpu": 77}}
+    mem["pol"] = {"app/cpu": "Horizontal", "app/memory": "Horizontal", "side/cpu": "Off"}
+    tmpl = p.own_hpa_for(mem)
+    assert (tmpl.min_replicas, tmpl.max_replicas) == (5, 20)
+    assert own_targets(tmpl) == {"app/cpu": 77, "app/memory": 70}
+
+
+def test_no_own_hpa_for_an_attached_hpa_or_without_horizontal_resources() -> None:
+    mem = {"pol": {"app/cpu": "Horizontal"}}
+    assert (
+        policy(targetRefs={"scaleTargetRef": {"name": "web"}, "horizontalPodAutoscalerName": "h"}).own_hpa_for(mem)
+        is None
+    )
+    assert policy().own_hpa_for({"pol": {"app/cpu": "Vertical", "app/memory": "Off"}}) is None
+
+
+def test_a_dry_run_own_hpa_keeps_the_initial_bounds_of_the_settings() -> None:
+    p = policy("Off")
+    mem: dict[str, Any] = {}
+    p.decide(make_view(settings={"MinimumMinReplicas": 4, "MaximumMaxReplicas": 50}), mem)
+    assert "hpa" not in mem
+    tmpl = p.own_hpa_for(json.loads(json.dumps(mem)))  # what a reloaded state holds
+    assert (tmpl.min_replicas, tmpl.max_replicas, own_targets(tmpl)) == (4, 50, {"app/cpu": 70})
+
+
+def own_hpa_event(ts: float, conditions: list[dict[str, Any]], min_r: int = 5, max_r: int = 20) -> dict[str, Any]:
+    return {**hpa_raw(min_r, max_r, ts=ts, conditions=conditions), "source": "tandem"}
+
+
+ACTIVE = [{"type": "ScalingActive", "status": "True", "reason": "ValidMetricFound"}]
+NO_METRICS = [{"type": "ScalingActive", "status": "False", "reason": "FailedGetContainerResourceMetric"}]
+
+
+def test_the_own_hpa_never_replaces_the_decided_hpa() -> None:
+    p = policy()
+    view = make_view(replicas=4, hpa=own_hpa_event(NOW, ACTIVE, 1, 100), vpa=vpa_of(app=("600m", "1Gi")))
+    mem = working(p, view, peak=10, hpa={"tick": NOW - 15, "min": 5, "max": 20, "targets": {"app/cpu": 70}})
+    out = p.decide(view, mem)
+    assert out.hpa["min_replicas"] == (5, 5)  # from the decision, not the event's 1
+
+
+def test_the_own_hpa_failing_counts_only_once_it_has_computed_its_metrics() -> None:
+    # A stream that never carries samples says nothing about the HPA's health.
+    p, view, mem = emergency_setup("Auto", hpa=own_hpa_event(NOW - 600, NO_METRICS, 3, 6))
+    for k in range(0, 30):
+        view = make_view(
+            NOW + 60 * k, replicas=3, hpa=own_hpa_event(NOW + 60 * k, NO_METRICS, 3, 6), vpa=vpa_of(app=("600m", "1Gi"))
+        )
+        p.decide(view, mem)
+    assert mem["phase"] == "Working" and "bad_since" not in mem
+    # Once it has: the grace period runs from the first tick that saw the failure, then Emergency.
+    p, view, mem = emergency_setup("Auto", hpa=own_hpa_event(NOW - 60, ACTIVE, 3, 6))
+    seen = []
+    for k, conditions in enumerate([ACTIVE] + [NO_METRICS] * 6):
+        view = make_view(
+            NOW + 60 * k, replicas=3, hpa=own_hpa_event(NOW + 60 * k, conditions, 3, 6), vpa=vpa_of(app=("600m", "1Gi"))
+        )
+        p.decide(view, mem)
+        seen.append(mem["phase"])
+    assert mem["own_ok"] is True
+    assert seen == ["Working"] * 6 + ["Emergency"]  # failing from NOW + 60, 300 s later

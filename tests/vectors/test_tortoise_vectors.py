@@ -873,3 +873,149 @@ def state_after(out: list[dict[str, Any]], tick: float) -> int:
             value = e["data"]["hpa"]["max_replicas"]["to"]
     assert value is not None
     return int(value)
+
+
+# --- tandem's own HPA: raw metric samples only (no hpa or vpa events) -------------------------
+
+OWN_PODS = ("web-a", "web-b", "web-c", "web-d")
+OWN_REQUESTS = {"app": ("1", "1Gi"), "sidecar": ("100m", "128Mi")}
+#: cpu per pod: app 875m of 1 core (87 %), sidecar 50m of 100m (50 %).
+OWN_USAGE = {"app": 0.875, "sidecar": 0.05}
+#: memory Off: the stream's requests stay those Tortoise wants, only the HPA side moves.
+OWN_POLICY = policies(app={"cpu": "Horizontal", "memory": "Off"}, sidecar={"cpu": "Horizontal", "memory": "Off"})
+
+
+def own_metric(ts: float) -> dict[str, Any]:
+    samples = [
+        {"pod": p, "container": c, "cpu": cpu, "memory": 100_000_000} for p in OWN_PODS for c, cpu in OWN_USAGE.items()
+    ]
+    return ev("metric", ts, samples=samples)
+
+
+def run_own(
+    tmp_path: Path, ticks: Iterable[float], replicas: Callable[[float], int], sampled: Callable[[float], bool]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Replay ``workload`` (and, where ``sampled``, ``metric``) events at ``ticks``: (audit, own hpa)."""
+    events = [ev("policy", T0, policy=tortoise(autoscalingPolicy=OWN_POLICY))]
+    for ts in ticks:
+        events.append(workload(ts, replicas(ts), OWN_REQUESTS))
+        if sampled(ts):
+            events.append(own_metric(ts))
+    config = tmp_path / "tandem.yaml"
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    config.write_text(yaml.safe_dump({"tortoise": DAILY}))
+    out, err = replay(tmp_path, events, (), "--config", str(config), "--sync-period", "60", "--include-recommendations")
+    assert "rejected 0" in err, err
+    audit = [e for e in out if e.get("type") != "hpa" and e.get("type") != "vpa"]
+    for e in audit:
+        DECISION_SCHEMA.validate(e)
+    return audit, [e for e in out if e.get("type") == "hpa"]
+
+
+def own_at(hpas: list[dict[str, Any]], tick: float) -> dict[str, Any]:
+    found = [e for e in hpas if e["ts"] == tick]
+    assert len(found) == 1, f"expected one own hpa event at {tick}, got {len(found)}"
+    return found[0]
+
+
+def in_force(hpas: list[dict[str, Any]], tick: float) -> dict[str, Any]:
+    """The own HPA recommendation at ``tick``: the last one published (on change) at or before it."""
+    return [e for e in hpas if e["ts"] <= tick][-1]
+
+
+def scaling_active(e: dict[str, Any]) -> tuple[str, str] | None:
+    return next(((c["status"], c["reason"]) for c in e["conditions"] if c["type"] == "ScalingActive"), None)
+
+
+def expected_desired(e: dict[str, Any], targets: dict[str, int], replicas: int) -> int:
+    """The HPA algorithm on the event's current utilizations: the largest ceil(ratio × pods)."""
+    desired = 0
+    for m in e["current_metrics"]:
+        cr = m["containerResource"]
+        ratio = cr["current"]["averageUtilization"] / targets[f"{cr['container']}/{cr['name']}"]
+        desired = max(desired, replicas if abs(ratio - 1) <= 0.1 else math.ceil(ratio * replicas))
+    return desired
+
+
+def test_own_hpa_is_the_hpa_tortoise_creates_then_follows_its_decisions(tmp_path: Path) -> None:
+    audit, hpas = run_own(tmp_path, (T0, T0 + 60, TW, TW + 60), lambda ts: 4, lambda ts: True)
+    assert {e["source"] for e in hpas} == {"tandem"}
+    # The first reconcile (Initializing) creates the HPA; tandem recommends it from the next tick on.
+    assert hpas[0]["ts"] == T0 + 60
+    created = own_at(hpas, T0 + 60)
+    assert (created["min_replicas"], created["max_replicas"]) == (3, 100)
+    pairs = {(m["containerResource"]["container"], m["containerResource"]["name"]) for m in created["current_metrics"]}
+    assert pairs == {("app", "cpu"), ("sidecar", "cpu")}  # one metric per Horizontal pair
+    assert {m["type"] for m in created["current_metrics"]} == {"ContainerResource"}
+    assert scaling_active(created) == ("True", "ValidMetricFound")
+    # app at 87 % against the initial 70: ceil(87 / 70 × 4) = 5
+    assert created["desired_replicas"] == expected_desired(created, {"app/cpu": 70, "sidecar/cpu": 70}, 4) == 5
+    init = at(audit, T0)
+    assert hpa_changes(init)["target_utilization"] == {"app/cpu": (None, 70), "sidecar/cpu": (None, 70)}
+
+    # Working: tandem decides min/max and targets; the own HPA of the next tick is that HPA.
+    working = at(audit, TW)
+    assert working["reasons"][0] == "tortoise: phase Working"
+    changes = hpa_changes(working)
+    targets = {"app/cpu": 70, "sidecar/cpu": 70}
+    targets.update({k: to for k, (_, to) in changes.get("target_utilization", {}).items()})
+    assert "min_replicas" not in changes  # 3 already
+    after = own_at(hpas, TW + 60)
+    assert (after["min_replicas"], after["max_replicas"]) == (3, changes["max_replicas"][1]) == (3, 8)
+    # The own VPA's 1038m for a 1-core request: app's target goes 70 -> 100 - (104 - 70) = 66
+    # (sidecar's 63m of 100m keeps 70); the own HPA scales against it: ceil(87 / 66 x 4) = 6.
+    assert changes["target_utilization"] == {"app/cpu": (70, 66)}
+    assert after["desired_replicas"] == expected_desired(after, targets, 4) == 6
+
+
+def test_own_hpa_without_samples_sends_tortoise_into_emergency_and_back(tmp_path: Path) -> None:
+    last = TW + 120  # the last sample before the gap
+    stale = last + 180  # the first tick at which it is older than USAGE_MAX_AGE (120 s)
+    emergency = stale + 300  # EmergencyModeGracePeriod, counted from the first tick that saw it
+    back = last + 720  # samples come back
+
+    def replicas(ts: float) -> int:
+        if emergency < ts <= back:
+            return 8  # the cluster follows minReplicas = maxReplicas
+        return 5 if ts > back else 4
+
+    ticks = [T0, T0 + 60, TW, *(TW + 60 * k for k in range(1, 26))]
+    audit, hpas = run_own(tmp_path, ticks, replicas, lambda ts: ts <= last or ts >= back)
+    assert scaling_active(in_force(hpas, stale - 60)) == ("True", "ValidMetricFound")
+    assert scaling_active(own_at(hpas, stale)) == ("False", "FailedGetContainerResourceMetric")
+    assert not [e for e in decisions(audit) if TW < e["data"]["tick"] < emergency]
+    pinned = in_force(hpas, back - 60)
+    assert (pinned["min_replicas"], pinned["max_replicas"]) == (8, 8)
+    assert scaling_active(pinned) == ("False", "FailedGetContainerResourceMetric")
+    assert scaling_active(own_at(hpas, back)) == ("True", "ValidMetricFound")
+
+    seen = [
+        (
+            (e["data"]["tick"] - emergency) / 60,
+            e["data"]["reasons"][0].removeprefix("tortoise: phase "),
+            hpa_changes(e["data"]),
+        )
+        for e in audit
+        if emergency <= e["data"]["tick"] <= back + 360
+    ]
+    # Emergency holds while the HPA cannot get its metrics (reported once, then nothing changes
+    # until the samples are back), then minReplicas comes back by trunc(x 0.95) per tick:
+    # 8 -> 7 -> 6 -> 5 -> 4 -> 3; trunc(2.85) = 2 < 3 (the recommendation) ends BackToNormal
+    # without a change; the next Working tick records 5 replicas again: max 2 x 5 = 10.
+    assert seen == [
+        (0, "Emergency", {"min_replicas": (3, 8)}),
+        (1, "Emergency", {}),
+        (4, "BackToNormal", {"min_replicas": (8, 7)}),
+        (5, "BackToNormal", {"min_replicas": (7, 6)}),
+        (6, "BackToNormal", {"min_replicas": (6, 5)}),
+        (7, "BackToNormal", {"min_replicas": (5, 4)}),
+        (8, "BackToNormal", {"min_replicas": (4, 3)}),
+        (9, "Working", {}),
+        (10, "Working", {"max_replicas": (8, 10)}),
+    ]
+    assert (
+        at(audit, emergency + 60)["reasons"][1] == "tortoise: the HPA still cannot get its metrics: Emergency continues"
+    )
+    assert at(audit, back)["reasons"][1] == "tortoise: Emergency is over: minReplicas comes back gradually"
+    assert at(audit, back + 300)["reasons"][1] == "tortoise: BackToNormal finished at minReplicas 3"
+    assert at(audit, emergency)["reasons"][1] == "tortoise: the HPA cannot get its metrics: automatic Emergency"
