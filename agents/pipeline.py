@@ -60,6 +60,10 @@ from .ordering import KINDS, Merger, Output, Rejected, Slot, check_routing, tomb
 
 __all__ = ["Pipeline", "deadletter_record", "install"]
 
+#: Seconds after an assignment during which a missing committed offset is asked for again rather
+#: than taken for "never committed" (see :meth:`Pipeline._learn_starts`).
+STARTS_GRACE = 5.0
+
 log = logging.getLogger("tandem.worker")
 
 #: Input types that tandem also produces (its own recommendations, ``"source": "tandem"``).
@@ -134,6 +138,7 @@ class Pipeline:
         self.lock = asyncio.Lock()
         self.need_reload = True
         self.starts_known = False
+        self._reloaded_at = 0.0
         #: Counts rebalances, so that work begun before one is not applied after it.
         self.generation = 0
         self._starts_task: asyncio.Future[None] | None = None
@@ -352,23 +357,29 @@ class Pipeline:
             self.merger.clock(p, now)
         self.need_reload = False
         self.starts_known = False
+        self._reloaded_at = now
         log.info("tandem worker: %d workload(s) loaded for partitions %s", loaded, sorted(self.assigned))
 
     async def _learn_starts(self, generation: int) -> None:
         try:
-            starts = await self._start_offsets()
+            # Right after an assignment Faust may not have recorded the committed offsets yet; a
+            # topic-partition taken for "never committed" would then be waited on forever (it was
+            # read to its end by the previous owner and delivers nothing).  So offsets missing from
+            # Faust's record are retried for a grace period before they count as never committed.
+            grace_over = time.monotonic() - self._reloaded_at >= STARTS_GRACE
+            starts, unknown = await self._start_offsets(use_log_start=grace_over)
             async with self.lock:
                 if generation == self.generation and not self.need_reload:
                     now = time.monotonic()
                     for tp, off in starts.items():
                         self.merger.clock(tp.partition, now).set_start(self.kind_of_topic[tp.topic], off)
-                    self.starts_known = True
+                    self.starts_known = not unknown
         except Exception as exc:  # retried by the next timer round
             log.warning("tandem worker: cannot read start offsets: %r", exc)
         finally:
             self._starts_task = None
 
-    async def _start_offsets(self) -> dict[TP, int]:
+    async def _start_offsets(self, *, use_log_start: bool = True) -> tuple[dict[TP, int], list[TP]]:
         """Where consumption of each input topic-partition started: its committed offset, else its start.
 
         Needed to tell an input that had nothing to deliver (caught up) from one not read yet.  Faust
@@ -387,13 +398,14 @@ class Pipeline:
                 unknown.append(tp)
             else:
                 starts[tp] = off
-        if unknown:
+        if unknown and use_log_start:
             earliest = await consumer.earliest_offsets(*unknown)
             for tp in unknown:
                 off = earliest.get(tp)
                 if off is not None:
                     starts[tp] = off
-        return starts
+            unknown = [tp for tp in unknown if tp not in starts]
+        return starts, unknown
 
     async def _throttle(self, partitions: Iterable[int]) -> None:
         """Pause the input topic-partitions that run ahead in event time; resume them (see ordering)."""
