@@ -150,7 +150,12 @@ class _Sim:
 
 
 def simulate_one(
-    demand: Demand, manifest: dict[str, Any], policy_name: str, settings: Settings, delay: float
+    demand: Demand,
+    manifest: dict[str, Any],
+    policy_name: str,
+    settings: Settings,
+    delay: float,
+    record: list[dict[str, Any]] | None = None,
 ) -> Outcome:
     """Run one policy over one workload's demand in closed loop."""
     ref = demand.workload
@@ -174,6 +179,8 @@ def simulate_one(
     pending: list[tuple[float, dict[str, Any]]] = []
 
     def feed(raw: dict[str, Any], event: Any = None) -> None:
+        if record is not None and raw:
+            record.append(raw)
         for kind, ev in engine.process(raw, event):
             if kind == "audit" and ev["type"] == DECISION and not ev["data"]["dry_run"]:
                 pending.append((ev["data"]["tick"] + delay, ev["data"]))
@@ -215,6 +222,18 @@ def simulate_one(
             oom = limit is not None and per_mem * 1000 > limit
             samples.extend(ContainerSample(f"sim-{i}", c, per_cpu, per_mem, True, oom) for i in range(n))
         feed({}, MetricEvent(ts, ref, tuple(samples)))
+        if record is not None:  # the simulated stream, for the report (built only when asked)
+            record.append(
+                {
+                    "type": "metric",
+                    "ts": ts,
+                    "workload": ref.as_dict(),
+                    "samples": [
+                        {"pod": x.pod, "container": x.container, "cpu": x.cpu, "memory": x.memory, "oom": x.oom}
+                        for x in samples
+                    ],
+                }
+            )
         # Nothing recorded can arrive for this tick any more: reconcile it now, so a decision
         # takes effect ``delay`` after its tick and not one sample later.
         for kind, ev in engine.flush():
@@ -253,8 +272,15 @@ def _accumulate(
 
 
 def simulate(
-    paths: Sequence[str], policy_files: Sequence[str], settings: Settings, delay: float, err: IO[str]
+    paths: Sequence[str],
+    policy_files: Sequence[str],
+    settings: Settings,
+    delay: float,
+    err: IO[str],
+    recordings: dict[str, list[dict[str, Any]]] | None = None,
 ) -> list[Outcome]:
+    """Run every policy file over every workload it names; ``recordings`` (if given) receives, per
+    policy file name, the simulated stream (inputs in closed loop) for the report."""
     stats = ReplayStats()
     events = read_events(paths, lambda msg: err.write(msg + "\n"), stats)
     events.sort(key=lambda e: e[0])
@@ -269,7 +295,8 @@ def simulate(
             if demand is None:
                 err.write(f"tandem simulate: {path}: no recorded demand for {ref.key}\n")
                 continue
-            outcomes.append(simulate_one(demand, manifest, name, settings, delay))
+            record = recordings.setdefault(name, []) if recordings is not None else None
+            outcomes.append(simulate_one(demand, manifest, name, settings, delay, record))
     return outcomes
 
 
@@ -307,6 +334,73 @@ def table(outcomes: Sequence[Outcome]) -> str:
     return "\n".join(lines)
 
 
+def write_report(
+    out: Path,
+    outcomes: Sequence[Outcome],
+    policy_files: Sequence[str],
+    recordings: dict[str, list[dict[str, Any]]],
+    settings: Settings,
+    err: IO[str],
+) -> Path:
+    """The comparison as HTML: the table, then per workload the report plots of each policy side by side.
+
+    Each policy's simulated stream is written next to the page and rendered by ``tandem report``'s
+    own code (``streams.report.build``), which replays it through the same core with that policy:
+    the markers are that policy's decisions on the simulated workload.
+    """
+    import html
+
+    from .report import build
+
+    out.mkdir(parents=True, exist_ok=True)
+    names = [Path(p).stem for p in policy_files]
+    for path, name in zip(policy_files, names, strict=True):
+        events = sorted(recordings.get(name, []), key=lambda e: e["ts"])
+        stream = out / name / "stream.jsonl"
+        stream.parent.mkdir(parents=True, exist_ok=True)
+        stream.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
+        build(
+            [str(stream)],
+            out / name,
+            settings=settings,
+            policies=load_manifests(path),
+            png="none",
+            title=f"tandem simulate: {name}",
+            err=err,
+        )
+    rows = "".join(
+        "<tr>"
+        + "".join(
+            f"<td{' class=n' if i >= 2 else ''}>{html.escape(fmt.format(getattr(o, attr)))}</td>"
+            for i, (attr, _, fmt) in enumerate(COLUMNS)
+        )
+        + "</tr>"
+        for o in outcomes
+    )
+    head = "".join(f"<th>{html.escape(title)}</th>" for _, title, _ in COLUMNS)
+    workloads = sorted({o.workload for o in outcomes})
+    sections = []
+    for key in workloads:
+        frames = "".join(
+            f'<div class="col"><h3>{html.escape(n)}</h3><iframe src="{html.escape(n)}/index.html#{html.escape(key)}">'
+            "</iframe></div>"
+            for n in names
+            if any(o.workload == key and o.policy == n for o in outcomes)
+        )
+        sections.append(f'<h2 id="{html.escape(key)}">{html.escape(key)}</h2><div class="row">{frames}</div>')
+    page = (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>tandem simulate</title><style>'
+        "body{font-family:sans-serif;margin:20px;color:#1b2733}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccd;padding:3px 8px;font-size:13px}td.n{text-align:right}"
+        ".row{display:flex;gap:12px}.col{flex:1;min-width:0}iframe{width:100%;height:1100px;border:1px solid #ccd}"
+        "</style></head><body><h1>tandem simulate: policies compared in closed loop</h1>"
+        f"<table><tr>{head}</tr>{rows}</table>{''.join(sections)}</body></html>"
+    )
+    index = out / "index.html"
+    index.write_text(page, encoding="utf-8")
+    return index
+
+
 def main(argv: Sequence[str]) -> int:
     from .settings import env
 
@@ -321,6 +415,9 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--sync-period", type=float, default=env("sync_period"))
     parser.add_argument("--cluster", default=env("cluster"))
     parser.add_argument("--json", dest="json_out", default=env("json"), help="also write the outcomes as JSON here")
+    parser.add_argument(
+        "--report", default=env("report"), help="write the HTML comparison (plots side by side) to this directory"
+    )
     args = parser.parse_args(list(argv))
     if not args.policy:
         parser.error("at least one --policy FILE (or TANDEM_POLICY) is required")
@@ -329,8 +426,12 @@ def main(argv: Sequence[str]) -> int:
     except UsageError as exc:
         print(f"tandem simulate: {exc}", file=sys.stderr)
         return 2
-    outcomes = simulate(args.files, args.policy, settings, args.delay, sys.stderr)
+    recordings: dict[str, list[dict[str, Any]]] | None = {} if args.report else None
+    outcomes = simulate(args.files, args.policy, settings, args.delay, sys.stderr, recordings)
     print(table(outcomes))
+    if args.report and recordings is not None:
+        index = write_report(Path(args.report), outcomes, args.policy, recordings, settings, sys.stderr)
+        print(f"tandem simulate: report written to {index}", file=sys.stderr)
     if args.json_out:
         Path(args.json_out).write_bytes(orjson.dumps([o.row() for o in outcomes], option=orjson.OPT_INDENT_2))
     return 0

@@ -152,3 +152,25 @@ def test_ranking_on_the_bundled_example_is_stable_across_runs(
     assert ranking[-1] == "vertical"  # requests sized for the daily peak all day cost the most CPU
     table = capsys.readouterr().out
     assert table.splitlines()[0].split()[:4] == ["policy", "workload", "CPU", "core-h"]
+
+
+def test_html_report_puts_each_policys_plots_side_by_side_and_replays_its_decisions(tmp_path: Path) -> None:
+    stream = tiny_stream(tmp_path / "s.jsonl")
+    files = [
+        policy_file(tmp_path, "horizontal", hvpa(0, hpa=True, vpa=False)),
+        policy_file(tmp_path, "static", hvpa(0, hpa=False, vpa=False)),
+    ]
+    args = [str(stream), "--report", str(tmp_path / "rep"), "--json", str(tmp_path / "o.json")]
+    for f in files:
+        args += ["--policy", f]
+    assert main(args) == 0
+    page = (tmp_path / "rep" / "index.html").read_text()
+    assert 'src="horizontal/index.html#c1/shop/Deployment/web"' in page
+    assert 'src="static/index.html#c1/shop/Deployment/web"' in page
+    rows = {r["policy"]: r for r in json.loads((tmp_path / "o.json").read_text())}
+    for name in ("horizontal", "static"):
+        audit = (tmp_path / "rep" / name / "audit.jsonl").read_bytes().splitlines()
+        decisions = [line for line in audit if b'"dev.tandem.decision.v1"' in line]
+        # the report replays the simulated stream through the same core: the same decisions
+        assert len(decisions) == rows[name]["decisions"]
+    assert rows["horizontal"]["decisions"] == 2
