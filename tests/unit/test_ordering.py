@@ -39,6 +39,7 @@ from scaling.events import decode_event
 from scaling.settings import Settings
 from schemas.codec import encode
 from streams.inputs import load_manifests
+from tests.generated import generated_stream
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -180,62 +181,10 @@ def test_merger_refuses_a_workload_on_two_partitions() -> None:
 
 # ------------------------------------------------------------------------------------- equivalence
 
-POLICY = {
-    "apiVersion": "autoscaling.k8s.io/v1alpha1",
-    "kind": "Hvpa",
-    "metadata": {
-        "name": "web",
-        "namespace": "shop",
-        "annotations": {"hpa-controller": "hvpa", "tandem.dev/cluster": "c1"},
-    },
-    "spec": {
-        "targetRef": {"kind": "Deployment", "name": "web"},
-        "hpa": {"deploy": True, "template": {"spec": {"minReplicas": 1, "maxReplicas": 6}}},
-        "vpa": {"deploy": True},
-        "weightBasedScalingIntervals": [{"vpaWeight": 40, "startReplicaCount": 0, "lastReplicaCount": 0}],
-    },
-}
-T0 = 1762250400.0
-
 
 def small_stream(names: Iterable[str] = ("web", "api", "db"), n: int = 60) -> tuple[list[dict], list[dict]]:
     """A few workloads whose hpa/vpa/metric inputs change over time, and their policies."""
-    events: list[dict[str, Any]] = []
-    names = list(names)
-    for i in range(n):
-        ts = T0 + i * 5.0
-        for j, name in enumerate(names):
-            wl = {"cluster": "c1", "namespace": "shop", "kind": "Deployment", "name": name}
-            phase = (i // 12 + j) % 4
-            if i % 6 == 0:
-                events.append(
-                    {
-                        "type": "workload",
-                        "ts": ts,
-                        "workload": wl,
-                        "replicas": 2,
-                        "containers": {
-                            "app": {"requests": {"cpu": "250m", "memory": "200M"}, "limits": {"memory": "1G"}}
-                        },
-                    }
-                )
-            if i % 3 == 1:
-                events.append({"type": "hpa", "ts": ts, "workload": wl, "desired_replicas": 1 + phase})
-            if i % 4 == 2:
-                target = {"cpu": f"{200 + 100 * phase}m", "memory": f"{200 + 50 * phase}M"}
-                events.append({"type": "vpa", "ts": ts, "workload": wl, "containers": {"app": {"target": target}}})
-            samples = [
-                {"pod": f"{name}-{k}", "container": "app", "cpu": 0.1 * (1 + phase) + 0.01 * k, "memory": 10**8 + k}
-                for k in range(3)
-            ]
-            events.append({"type": "metric", "ts": ts, "workload": wl, "samples": samples})
-    policies = []
-    for name in names:
-        p = orjson.loads(orjson.dumps(POLICY))
-        p["metadata"]["name"] = name
-        p["spec"]["targetRef"]["name"] = name
-        policies.append(p)
-    return events, policies
+    return generated_stream(list(names), n)
 
 
 def _replay(events: list[dict], policies: list[dict]) -> dict[str, list[bytes]]:
