@@ -1287,6 +1287,13 @@ def replicas_changed_in_period(events: Sequence[tuple[int, float]], period: floa
     return sum(change for change, ts in events if ts > cutoff)
 
 
+def _replicas_at_period_start(
+    current: int, up: Sequence[tuple[int, float]], down: Sequence[tuple[int, float]], period: float, now: float
+) -> int:
+    """Replicas before the changes of the last ``period``: both limits measure a policy from there."""
+    return current - replicas_changed_in_period(up, period, now) + replicas_changed_in_period(down, period, now)
+
+
 def _scale_up_limit(
     current: int, up: Sequence[tuple[int, float]], down: Sequence[tuple[int, float]], rules: ScalingRules, now: float
 ) -> int:
@@ -1296,11 +1303,7 @@ def _scale_up_limit(
     pick_min = rules.select_policy == "Min"
     result = _MAX_INT32 if pick_min else _MIN_INT32
     for policy in rules.policies:
-        period_start = (
-            current
-            - replicas_changed_in_period(up, policy.period_seconds, now)
-            + replicas_changed_in_period(down, policy.period_seconds, now)
-        )
+        period_start = _replicas_at_period_start(current, up, down, policy.period_seconds, now)
         if policy.type == "Pods":
             proposed = period_start + policy.value
         else:
@@ -1320,11 +1323,7 @@ def _scale_down_limit(
     pick_min_change = rules.select_policy == "Min"
     result = _MIN_INT32 if pick_min_change else _MAX_INT32
     for policy in rules.policies:
-        period_start = (
-            current
-            - replicas_changed_in_period(up, policy.period_seconds, now)
-            + replicas_changed_in_period(down, policy.period_seconds, now)
-        )
+        period_start = _replicas_at_period_start(current, up, down, policy.period_seconds, now)
         if policy.type == "Pods":
             proposed = period_start - policy.value
         else:
