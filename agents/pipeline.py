@@ -5,7 +5,7 @@ One agent reads the five input topics (CONTRACT.md section 2) in batches.  Per b
 1. decodes and validates each message (``schemas.codec``); a bad one goes to ``<prefix>deadletter``
    as ``{"topic", "partition", "offset", "key", "value", "error"}`` and the worker carries on;
 2. buffers the good ones in their workload's inbox and releases, in event-time order, what the
-   timestamp-aligned merge of :mod:`agents.ordering` allows, through ``scaling.reconcile.ingest``;
+   timestamp-aligned merge of :mod:`streams.merge` allows, through ``scaling.reconcile.ingest``;
 3. publishes what the core emitted (audit CloudEvents to ``audit``, decisions that are not dry runs
    also to ``actuator``, tandem's own recommendations to ``hpa``/``vpa``), keyed by workload, and
    **waits for the broker's acknowledgement**;
@@ -28,7 +28,7 @@ retroactive decision.
 Topic-partitions that run ahead in event time are paused (in aiokafka, see :meth:`Pipeline._fetch_control`)
 while their partition's inboxes are full, so the inboxes, and the table records that hold them, stay small.
 
-Workload slots live in a process-local cache (the :class:`~agents.ordering.Merger`), loaded from the
+Workload slots live in a process-local cache (the :class:`~streams.merge.Merger`), loaded from the
 table after every rebalance once Faust has recovered it.
 """
 
@@ -49,14 +49,13 @@ import orjson
 from faust.streams import _current_event  # the context Faust's tables read their partition from
 from faust.types import TP
 
+from agents.settings import WorkerSettings
 from scaling.cloudevents import DECISION
 from scaling.errors import InvalidEvent
 from scaling.events import decode_event
 from schemas.codec import encode, loads
-from streams.settings import WorkerSettings
+from streams.merge import KINDS, Merger, Output, Rejected, Slot, check_routing, tombstone
 from streams.topics import TOPIC_OF_TYPE, topic_name
-
-from .ordering import KINDS, Merger, Output, Rejected, Slot, check_routing, tombstone
 
 __all__ = ["Pipeline", "deadletter_record", "install"]
 
@@ -123,7 +122,7 @@ class Pipeline:
     def __init__(self, app: Any, settings: WorkerSettings, metrics: Any = None) -> None:
         self.app = app
         self.settings = settings
-        #: A ``streams.observability.Metrics`` (or None): counters, latency, lag and readiness.
+        #: A ``ops.observability.Metrics`` (or None): counters, latency, lag and readiness.
         self.metrics = metrics
         #: Wall time of the last input that arrived per partition (for the idle flush's latency).
         self._arrived: dict[int, float] = {}

@@ -320,7 +320,7 @@ def main() -> int:
             "TANDEM_RETENTION_MS": "-1",
         }
         t = time.perf_counter()
-        subprocess.run([python, "-m", "streams.cli", "publish", str(stream), *policies], env=env, cwd=REPO, check=True)
+        subprocess.run([python, "-m", "cli.main", "publish", str(stream), *policies], env=env, cwd=REPO, check=True)
         published = time.perf_counter() - t
         print(f"publish: {total} messages in {published:.1f} s ({total / published:,.0f} messages/s, tandem publish)")
 
@@ -369,7 +369,7 @@ def main() -> int:
         log = tmp / "worker.log"
         with log.open("wb") as fh:
             worker = subprocess.Popen(
-                [python, "-m", "streams.cli", "worker"], env=wenv, cwd=tmp, stdout=fh, stderr=subprocess.STDOUT
+                [python, "-m", "cli.main", "worker"], env=wenv, cwd=tmp, stdout=fh, stderr=subprocess.STDOUT
             )
             try:
                 deadline = time.monotonic() + 1800

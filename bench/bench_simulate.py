@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from analysis.simulate import simulate
 from scaling.settings import Settings
-from streams.simulate import simulate
 
 
 def cpu_model() -> str:

@@ -11,7 +11,17 @@ from typing import IO, Any
 
 import yaml
 
-__all__ = ["UsageError", "iter_lines", "load_command_inputs", "load_manifests", "load_yaml_file", "open_input"]
+from scaling.settings import Settings
+
+__all__ = [
+    "UsageError",
+    "iter_lines",
+    "load_command_inputs",
+    "load_core_settings",
+    "load_manifests",
+    "load_yaml_file",
+    "open_input",
+]
 
 
 def open_input(path: str) -> IO[bytes]:
@@ -73,8 +83,6 @@ def load_command_inputs(
     from scaling.engine import policy_event
     from scaling.errors import InvalidEvent
 
-    from .settings import load_core_settings
-
     for path in [*files, *policy_paths]:
         if path != "-" and not Path(path).is_file():
             raise UsageError(f"{path}: no such file")
@@ -95,3 +103,15 @@ def load_command_inputs(
                 raise UsageError(f"{path}: policy: {exc}") from None
         manifests.extend(docs)
     return settings, manifests
+
+
+def load_core_settings(config: str | None, cluster: str | None, sync_period: float | str | None) -> Settings:
+    """The decision core's settings: ``--config`` YAML plus the ``--cluster``/``--sync-period`` overrides."""
+    raw: dict[str, Any] = {}
+    if config:
+        docs = load_yaml_file(config)
+        if len(docs) != 1 or not isinstance(docs[0], dict):
+            raise ValueError(f"{config}: expected one mapping of settings")
+        raw = docs[0]
+    period = float(sync_period) if sync_period is not None else None
+    return Settings.from_mapping(raw, cluster=cluster, sync_period=period)

@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import IO, Any
 
-from .settings import KafkaSettings, add_core_options, add_kafka_options, env, kafka_settings
+from streams.settings import KafkaSettings, add_core_options, add_kafka_options, env, kafka_settings
 
 __all__ = ["main", "publish"]
 
@@ -115,10 +115,9 @@ def _warn_retention(rows: Sequence[dict[str, Any]], oldest: dict[str, int]) -> N
 def main(argv: Sequence[str]) -> int:
     from scaling.engine import policy_event
     from scaling.errors import InvalidEvent
-
-    from .inputs import UsageError, load_command_inputs
-    from .replay import ReplayStats, StrictError, read_events
-    from .topics import TOPIC_OF_TYPE, TopicMismatch, ensure_topics, list_topics, topic_name
+    from streams.inputs import UsageError, load_command_inputs
+    from streams.replay import ReplayStats, StrictError, read_events
+    from streams.topics import TOPIC_OF_TYPE, TopicMismatch, ensure_topics, list_topics, topic_name
 
     p = argparse.ArgumentParser(prog="tandem publish", description="write recorded streams into the input topics")
     p.add_argument("files", nargs="+", help="JSON Lines files (.jsonl, .jsonl.gz, - for stdin)")

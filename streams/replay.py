@@ -21,8 +21,7 @@ from scaling.events import Event
 from scaling.reconcile import Emitted
 from scaling.settings import Settings
 from schemas.codec import decode, encode
-
-from .inputs import iter_lines
+from streams.inputs import iter_lines
 
 __all__ = ["ReplayStats", "StrictError", "read_events", "replay"]
 

@@ -40,23 +40,20 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
-
-from scaling.settings import Settings
 
 __all__ = [
     "DEFAULT_BROKER",
     "DEFAULT_PREFIX",
     "KafkaSettings",
-    "WorkerSettings",
     "add_kafka_options",
-    "add_worker_options",
     "bootstrap_servers",
     "env",
-    "load_core_settings",
+    "flag",
+    "positive_float",
+    "positive_int",
 ]
 
 DEFAULT_BROKER = "kafka://localhost:9092"
@@ -71,7 +68,7 @@ def env(name: str, default: Any = None, environ: Mapping[str, str] | None = None
     return default if value is None or value == "" else value
 
 
-def _flag(name: str) -> bool:
+def flag(name: str) -> bool:
     return str(env(name, "")).lower() in ("1", "true", "yes", "on")
 
 
@@ -113,38 +110,14 @@ class KafkaSettings:
         return _faust_broker(self.broker)
 
 
-@dataclass(frozen=True)
-class WorkerSettings(KafkaSettings):
-    """Everything ``tandem worker`` runs with (see the module docstring for the variables)."""
-
-    core: Settings = field(default_factory=Settings)
-    store: str = "rocksdb://"
-    data_dir: Path = Path("tandem-data")
-    app_id: str = ""
-    web: bool = True
-    web_port: int | None = None
-    idle_flush: float = 2.0
-    batch_size: int = 2000
-    batch_within: float = 0.2
-    standby_replicas: int = 1
-    rebalance_timeout: float = 60.0
-    session_timeout: float = 60.0
-    commit_interval: float = 2.8
-    loglevel: str = "warning"
-
-    @property
-    def group_id(self) -> str:
-        return self.app_id or f"{self.prefix}worker"
-
-
-def _positive_int(value: str) -> int:
+def positive_int(value: str) -> int:
     n = int(value)
     if n < 1:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
     return n
 
 
-def _positive_float(value: str) -> float:
+def positive_float(value: str) -> float:
     x = float(value)
     if not x > 0:
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {value}")
@@ -160,13 +133,13 @@ def add_kafka_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--partitions",
-        type=_positive_int,
+        type=positive_int,
         default=env("partitions", str(DEFAULT_PARTITIONS)),
         help="partitions of every topic (env TANDEM_PARTITIONS, default 8)",
     )
     p.add_argument(
         "--replication",
-        type=_positive_int,
+        type=positive_int,
         default=env("replication", "1"),
         help="replication factor of created topics (env TANDEM_REPLICATION, default 1)",
     )
@@ -186,100 +159,6 @@ def add_core_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sync-period", type=float, default=env("sync_period"), help="tick period in seconds (default 15)")
 
 
-def add_worker_options(p: argparse.ArgumentParser) -> None:
-    add_kafka_options(p)
-    add_core_options(p)
-    p.add_argument("--store", default=env("store", "rocksdb://"), help="table store: rocksdb:// or memory://")
-    p.add_argument("--data-dir", default=env("data_dir", "tandem-data"), help="directory of the RocksDB tables")
-    p.add_argument("--app-id", default=env("app_id", ""), help="consumer group id (default <prefix>worker)")
-    p.add_argument("--web-port", type=int, default=env("web_port"), help="web server port (Faust default 6066)")
-    p.add_argument("--without-web", action="store_true", default=_flag("without_web"), help="run no web server")
-    p.add_argument(
-        "--idle-flush",
-        type=_positive_float,
-        default=env("idle_flush", "2"),
-        help="seconds a caught-up partition waits before running its pending ticks (default 2)",
-    )
-    p.add_argument(
-        "--batch-size", type=_positive_int, default=env("batch_size", "2000"), help="messages per batch at most"
-    )
-    p.add_argument(
-        "--batch-within", type=_positive_float, default=env("batch_within", "0.2"), help="seconds to fill a batch"
-    )
-    p.add_argument(
-        "--standby-replicas", type=int, default=env("standby_replicas", "1"), help="Faust table standby replicas"
-    )
-    p.add_argument(
-        "--rebalance-timeout",
-        type=_positive_float,
-        default=env("rebalance_timeout", "60"),
-        help="Faust broker_rebalance_timeout (s)",
-    )
-    p.add_argument(
-        "--session-timeout",
-        type=_positive_float,
-        default=env("session_timeout", "60"),
-        help="Faust broker_session_timeout (s): how long a dead worker keeps its partitions",
-    )
-    p.add_argument(
-        "--commit-interval",
-        type=_positive_float,
-        default=env("commit_interval", "2.8"),
-        help="Faust broker_commit_interval (s)",
-    )
-    p.add_argument("--loglevel", default=env("loglevel", "warning"), help="worker log level (default warning)")
-
-
-def load_core_settings(config: str | None, cluster: str | None, sync_period: float | str | None) -> Settings:
-    """The decision core's settings: ``--config`` YAML plus the ``--cluster``/``--sync-period`` overrides."""
-    from .inputs import load_yaml_file
-
-    raw: dict[str, Any] = {}
-    if config:
-        docs = load_yaml_file(config)
-        if len(docs) != 1 or not isinstance(docs[0], dict):
-            raise ValueError(f"{config}: expected one mapping of settings")
-        raw = docs[0]
-    period = float(sync_period) if sync_period is not None else None
-    return Settings.from_mapping(raw, cluster=cluster, sync_period=period)
-
-
 def kafka_settings(args: argparse.Namespace) -> KafkaSettings:
     bootstrap_servers(args.broker)  # validate early
     return KafkaSettings(args.broker, args.topic_prefix, args.partitions, args.replication, args.retention_ms)
-
-
-def worker_settings(args: argparse.Namespace) -> WorkerSettings:
-    """Build :class:`WorkerSettings` from parsed options (raises ValueError/InvalidPolicy on bad input)."""
-    bootstrap_servers(args.broker)
-    store = args.store if "://" in args.store else f"{args.store}://"
-    if store.split("://", 1)[0] not in ("rocksdb", "memory"):
-        raise ValueError(f"--store {args.store!r}: expected rocksdb:// or memory://")
-    return WorkerSettings(
-        broker=args.broker,
-        prefix=args.topic_prefix,
-        partitions=args.partitions,
-        replication=args.replication,
-        retention_ms=args.retention_ms,
-        core=load_core_settings(args.config, args.cluster, args.sync_period),
-        store=store,
-        data_dir=Path(args.data_dir),
-        app_id=args.app_id,
-        web=not args.without_web,
-        web_port=int(args.web_port) if args.web_port is not None else None,
-        idle_flush=args.idle_flush,
-        batch_size=args.batch_size,
-        batch_within=args.batch_within,
-        standby_replicas=args.standby_replicas,
-        rebalance_timeout=args.rebalance_timeout,
-        session_timeout=args.session_timeout,
-        commit_interval=args.commit_interval,
-        loglevel=args.loglevel,
-    )
-
-
-def parse_worker_settings(argv: Sequence[str]) -> WorkerSettings:
-    """Convenience for tests and embedding: parse worker flags (plus the environment)."""
-    p = argparse.ArgumentParser(prog="tandem worker")
-    add_worker_options(p)
-    return worker_settings(p.parse_args(list(argv)))

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .settings import KafkaSettings, add_kafka_options, kafka_settings
+from streams.settings import KafkaSettings, add_kafka_options, kafka_settings
 
 __all__ = [
     "COMPACTED",

@@ -2,7 +2,7 @@
 
 The vectors of ``../shared/reference`` must pass through the same path a user takes: a JSON Lines
 file and policy manifests on disk, ``tandem replay`` parsing its arguments, the audit stream
-written to a file.  Running ``streams.cli.main`` in-process keeps that path and costs
+written to a file.  Running ``cli.main.main`` in-process keeps that path and costs
 milliseconds; ``tests/e2e`` also runs the installed console script in a subprocess.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import yaml
 
-from streams.cli import main
+from cli.main import main
 
 WL = {"cluster": "c1", "namespace": "shop", "kind": "Deployment", "name": "web"}
 

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from streams.report import LEFT, RIGHT, WIDTH, find_chromium
+from analysis.report import LEFT, RIGHT, WIDTH, find_chromium
 from tests.replaying import ev
 from tests.vectors.test_hvpa_vectors import T0, fixture_a, hpa, vpa, workload
 
@@ -256,7 +256,7 @@ def test_report_draws_pngs_with_matplotlib_when_it_is_installed(tmp_path: Path) 
     cmd = ["report", str(stream), "--policy", str(policy), "--out", out, "--png", "matplotlib"]
     # This interpreter: the one with matplotlib.
     result = subprocess.run(
-        [sys.executable, "-m", "streams.cli", *cmd], capture_output=True, text=True, timeout=300, cwd=ROOT
+        [sys.executable, "-m", "cli.main", *cmd], capture_output=True, text=True, timeout=300, cwd=ROOT
     )
     assert result.returncode == 0, result.stderr
     assert "and 1 PNG(s)" in result.stderr

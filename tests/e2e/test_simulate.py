@@ -11,8 +11,8 @@ import orjson
 import pytest
 import yaml
 
+from analysis.simulate import main, simulate
 from scaling.settings import Settings
-from streams.simulate import main, simulate
 
 T0 = 1_762_250_400.0  # a multiple of 15 s
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,8 +23,8 @@ import orjson
 import pytest
 import yaml
 
-from agents.applier import LAST_DECISION, LAST_TICK, MANAGED, Applier, ApplierConfig, run
-from agents.kube import DEPLOYMENTS, HPAS, POLICY_RESOURCES, STATEFULSETS, KubeError, Resource, request
+from edge.applier import LAST_DECISION, LAST_TICK, MANAGED, Applier, ApplierConfig, run
+from edge.kube import DEPLOYMENTS, HPAS, POLICY_RESOURCES, STATEFULSETS, KubeError, Resource, request
 from scaling.cloudevents import APPLIED, APPLY_FAILED, DECISION, cloudevent
 from streams.settings import KafkaSettings
 from streams.topics import ensure_topics, topic_name
@@ -110,7 +110,7 @@ def install_rbac(raw_api: Any) -> None:
 
 def impersonating(kube_apiserver: str, service_account: str) -> Any:
     """An ApiClient that acts as ``system:serviceaccount:tandem-system:<service_account>``."""
-    from agents.kube import api_client
+    from edge.kube import api_client
 
     api = api_client(kube_apiserver)
     api.set_default_header("Impersonate-User", f"system:serviceaccount:tandem-system:{service_account}")
@@ -334,7 +334,7 @@ class Harness:
 @pytest.fixture(scope="module")
 def cluster_setup(kube_apiserver: str, kafka_broker: str) -> Iterator[dict[str, Any]]:
     """CRDs and RBAC installed once; the applier's API acts as the tandem-applier service account."""
-    from agents.kube import api_client
+    from edge.kube import api_client
 
     admin = api_client(kube_apiserver)
     ns = f"tandem-setup-{uuid.uuid4().hex[:6]}"
@@ -676,7 +676,7 @@ def test_the_command_line_serves_metrics_health_and_readiness(
     log = tmp_path / "applier.log"
     with log.open("wb") as fh:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streams.cli", "apply", "--kubeconfig", kube_apiserver],
+            [sys.executable, "-m", "cli.main", "apply", "--kubeconfig", kube_apiserver],
             env=env,
             cwd=REPO,
             stdin=subprocess.DEVNULL,

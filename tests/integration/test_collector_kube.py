@@ -26,14 +26,14 @@ from typing import Any
 import orjson
 import pytest
 
-from agents.applier import ApplierConfig
-from agents.collector import Collector, CollectorConfig, run
-from agents.kube import DEPLOYMENTS, HPAS, PODS, POLICY_RESOURCES, VPAS, request
+from cli.main import main as tandem
+from edge.applier import ApplierConfig
+from edge.collector import Collector, CollectorConfig, run
+from edge.kube import DEPLOYMENTS, HPAS, PODS, POLICY_RESOURCES, VPAS, request
+from ops.observability import Metrics
 from scaling.cloudevents import APPLIED, DECISION
 from scaling.engine import Engine
 from scaling.events import decode_event
-from streams.cli import main as tandem
-from streams.observability import Metrics
 from streams.settings import KafkaSettings
 from streams.topics import INPUT_TOPICS, ensure_topics, topic_name
 from tests.fixtures.kafka import run_sync, wait_for
@@ -86,7 +86,7 @@ VPA_CRD = {
 
 @pytest.fixture(scope="module")
 def cluster_setup(kube_apiserver: str, kafka_broker: str) -> dict[str, Any]:
-    from agents.kube import api_client
+    from edge.kube import api_client
 
     admin = api_client(kube_apiserver)
     ns = f"tandem-setup-{uuid.uuid4().hex[:6]}"
@@ -302,7 +302,7 @@ class Worker:
             "TANDEM_CLUSTER": CLUSTER,
         }
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streams.cli", "worker"],
+            [sys.executable, "-m", "cli.main", "worker"],
             env=env,
             cwd=tmp,
             stdin=subprocess.DEVNULL,
@@ -549,7 +549,7 @@ def test_the_collector_follows_changes_and_deletions(
 def test_relist_turns_vanished_objects_into_deletions_and_metrics_batch_per_workload() -> None:
     """The collector's bookkeeping, without a cluster: what a relist after ``410 Gone`` does, and
     how ``metrics.k8s.io`` PodMetrics become one batch per workload."""
-    from agents.kube import STATEFULSETS
+    from edge.kube import STATEFULSETS
 
     c = Collector("c1")
     hv = {**hvpa("web", "web"), "metadata": {"name": "web", "namespace": "shop"}}
@@ -628,7 +628,7 @@ def test_the_command_line_writes_json_lines(cluster_setup: dict[str, Any], kube_
         [
             sys.executable,
             "-m",
-            "streams.cli",
+            "cli.main",
             "collect",
             "--cluster",
             CLUSTER,

@@ -1,7 +1,7 @@
 """``tandem worker`` over a real Kafka broker gives what ``tandem replay`` gives (issue 5).
 
 Every test publishes a stream with ``tandem publish`` into topics of its own prefix, runs the worker
-as a subprocess (``python -m streams.cli worker``), reads the output topics back with aiokafka and
+as a subprocess (``python -m cli.main worker``), reads the output topics back with aiokafka and
 compares them with ``tandem replay`` of the same files.  Nothing is mocked and nothing waits by
 sleeping: every wait polls with a deadline.
 
@@ -32,7 +32,7 @@ import yaml
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from streams.cli import main as tandem
+from cli.main import main as tandem
 from tests.fixtures.kafka import REPO_ROOT, wait_for
 from tests.generated import T0, generated_stream
 
@@ -77,7 +77,7 @@ def replay(tmp: Path, stream: Path, policies: Sequence[Path]) -> list[dict[str, 
 def publish(env: Mapping[str, str], stream: Path, policies: Sequence[Path]) -> str:
     """``tandem publish`` in a subprocess (the real command line); returns its stderr."""
     done = subprocess.run(
-        [sys.executable, "-m", "streams.cli", "publish", str(stream), *_policy_args(policies)],
+        [sys.executable, "-m", "cli.main", "publish", str(stream), *_policy_args(policies)],
         env={**os.environ, **env},
         cwd=REPO_ROOT,
         capture_output=True,
@@ -212,13 +212,13 @@ def produce(broker: str, records: Iterable[tuple[str, bytes | None, bytes | None
 
 
 class Worker:
-    """``python -m streams.cli worker`` in a subprocess, its output in files under ``tmp``."""
+    """``python -m cli.main worker`` in a subprocess, its output in files under ``tmp``."""
 
     def __init__(self, tmp: Path, name: str, env: Mapping[str, str]) -> None:
         self.log = tmp / f"worker-{name}.log"
         self._fh = self.log.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streams.cli", "worker"],
+            [sys.executable, "-m", "cli.main", "worker"],
             env={**os.environ, **env},
             cwd=tmp,
             stdin=subprocess.DEVNULL,
@@ -511,7 +511,7 @@ def test_topics_cli_creates_the_contract_topics_and_the_worker_refuses_other_par
 
     def cli(*args: str, extra: Mapping[str, str] = {}) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "streams.cli", *args],
+            [sys.executable, "-m", "cli.main", *args],
             env={**env, **extra},
             cwd=REPO_ROOT,
             capture_output=True,

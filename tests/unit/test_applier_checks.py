@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from agents.applier import (
+from edge.applier import (
     APPLIED,
     APPLY_FAILED,
     FIELD_MANAGER,
@@ -467,7 +467,7 @@ def test_results_validate_against_the_decision_schema() -> None:
 
 
 def test_results_and_rejected_messages_are_counted() -> None:
-    from streams.observability import Metrics
+    from ops.observability import Metrics
 
     metrics = Metrics()
     applier = Applier(None, ApplierConfig("c1"), metrics=metrics)

@@ -1,4 +1,4 @@
-"""``streams.observability``: the metrics a scraper sees, and what /healthz and /readyz answer."""
+"""``ops.observability``: the metrics a scraper sees, and what /healthz and /readyz answer."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from streams.observability import (
+from ops.observability import (
     Metrics,
     MetricsServer,
     add_metrics_options,

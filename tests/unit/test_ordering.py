@@ -1,4 +1,4 @@
-"""The worker's timestamp-aligned merge (agents/ordering.py), without Kafka.
+"""The worker's timestamp-aligned merge (streams/merge.py), without Kafka.
 
 The strongest check simulates what Kafka does to a published stream: each event type on its own
 topic, partitioned by workload key, delivered to the worker as an arbitrary interleaving of the
@@ -23,7 +23,13 @@ from typing import Any
 import orjson
 import pytest
 
-from agents.ordering import (
+from scaling.engine import Engine, policy_event
+from scaling.errors import InvalidEvent
+from scaling.events import decode_event
+from scaling.settings import Settings
+from schemas.codec import encode
+from streams.inputs import load_manifests
+from streams.merge import (
     INF,
     KINDS,
     Merger,
@@ -33,12 +39,6 @@ from agents.ordering import (
     check_routing,
     tombstone,
 )
-from scaling.engine import Engine, policy_event
-from scaling.errors import InvalidEvent
-from scaling.events import decode_event
-from scaling.settings import Settings
-from schemas.codec import encode
-from streams.inputs import load_manifests
 from tests.generated import generated_stream
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

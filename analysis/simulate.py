@@ -38,9 +38,8 @@ from scaling.events import ContainerSample, MetricEvent, PolicyEvent, WorkloadEv
 from scaling.policies import parse_policy
 from scaling.quantity import format_quantity, parse_quantity
 from scaling.settings import Settings
-
-from .inputs import UsageError, load_command_inputs, load_manifests
-from .replay import ReplayStats, read_events
+from streams.inputs import UsageError, load_command_inputs, load_manifests
+from streams.replay import ReplayStats, read_events
 
 __all__ = ["Demand", "Outcome", "derive_demand", "main", "simulate"]
 
@@ -345,12 +344,12 @@ def write_report(
     """The comparison as HTML: the table, then per workload the report plots of each policy side by side.
 
     Each policy's simulated stream is written next to the page and rendered by ``tandem report``'s
-    own code (``streams.report.build``), which replays it through the same core with that policy:
+    own code (``analysis.report.build``), which replays it through the same core with that policy:
     the markers are that policy's decisions on the simulated workload.
     """
     import html
 
-    from .report import build
+    from analysis.report import build
 
     out.mkdir(parents=True, exist_ok=True)
     names = [Path(p).stem for p in policy_files]
@@ -402,7 +401,7 @@ def write_report(
 
 
 def main(argv: Sequence[str]) -> int:
-    from .settings import env
+    from streams.settings import env
 
     parser = argparse.ArgumentParser(prog="tandem simulate", description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", help="recorded streams (JSON Lines, .gz, - for stdin)")

@@ -48,7 +48,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from .settings import env
+from streams.settings import env
 
 __all__ = [
     "DEFAULT_MAX_EVENT_AGE",

@@ -34,7 +34,7 @@ Every result goes to ``<prefix>audit`` as a CloudEvent ``dev.tandem.applied.v1``
 offset of a decision is committed only after its result is acknowledged by the broker (at least
 once); the annotations make a redelivered decision a harmless repeat.
 
-**Metrics** (:mod:`streams.observability`, served on ``--metrics-port``, 0 for none):
+**Metrics** (:mod:`ops.observability`, served on ``--metrics-port``, 0 for none):
 ``tandem_applier_results_total{result}`` counts every result as ``applied``, ``duplicate`` (a
 repeat: nothing written), ``skipped`` (not opted in), ``refused`` (outside the policy, stale,
 malformed) or ``apply_failed`` (the API refused or failed, after the retries);
@@ -62,12 +62,11 @@ from typing import Any
 
 import orjson
 
+from edge.kube import HPAS, POLICY_RESOURCES, WORKLOAD_RESOURCES, KubeError, list_objects, request
 from scaling.cloudevents import APPLIED, APPLY_FAILED, DECISION, cloudevent, event_id
 from scaling.errors import InvalidEvent, InvalidPolicy
 from scaling.events import WorkloadRef, decode_workload_ref
 from scaling.quantity import format_quantity, parse_quantity
-
-from .kube import HPAS, POLICY_RESOURCES, WORKLOAD_RESOURCES, KubeError, list_objects, request
 
 __all__ = [
     "FIELD_MANAGER",
@@ -541,7 +540,7 @@ class Applier:
 
     ``after_read`` is called with the workload as read at the start of every attempt, before any
     check or write (tests change the workload there to provoke a real 409).  ``metrics`` (a
-    :class:`streams.observability.Metrics`) counts the results and times the API calls.
+    :class:`ops.observability.Metrics`) counts the results and times the API calls.
     """
 
     def __init__(
@@ -882,19 +881,18 @@ async def _lag(consumer: Any) -> int | None:
 
 
 def add_edge_metrics_options(p: argparse.ArgumentParser) -> None:
-    """:func:`streams.observability.add_metrics_options`, with the event-age readiness check off by
+    """:func:`ops.observability.add_metrics_options`, with the event-age readiness check off by
     default: an edge process may rightly see nothing new for hours (and an applier may be fed old
     decisions), so only the lag (and liveness) make it unready unless ``--ready-max-event-age`` is set."""
-    from streams.observability import add_metrics_options
+    from ops.observability import add_metrics_options
 
     add_metrics_options(p, max_event_age=0.0)
 
 
 def main(argv: Sequence[str]) -> int:
-    from streams.observability import metrics_from_args
+    from edge.kube import api_client
+    from ops.observability import metrics_from_args
     from streams.settings import add_kafka_options, env, kafka_settings
-
-    from .kube import api_client
 
     p = argparse.ArgumentParser(prog="tandem apply", description="apply decisions to one cluster")
     p.add_argument("--cluster", default=env("cluster"), help="this cluster's name (env TANDEM_CLUSTER)")

@@ -4,7 +4,7 @@
                   [--store rocksdb://|memory://] [--data-dir DIR] [--web-port N | --without-web]
                   [--config FILE] [--idle-flush S] [--metrics-port 9464] ...
 
-Every option is also ``TANDEM_<OPTION>`` (``streams.settings``; ``streams.observability`` for the
+Every option is also ``TANDEM_<OPTION>`` (``streams.settings``; ``ops.observability`` for the
 metrics server: ``/metrics``, ``/healthz``, ``/readyz`` on ``--metrics-port``, 0 for none).
 
 Before Faust starts, the missing topics of CONTRACT.md section 2 are created with ``--partitions``
@@ -21,8 +21,8 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from .observability import add_metrics_options, metrics_from_args
-from .settings import add_worker_options, worker_settings
+from agents.settings import add_worker_options, worker_settings
+from ops.observability import add_metrics_options, metrics_from_args
 
 __all__ = ["main"]
 
@@ -38,7 +38,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"tandem worker: {exc}", file=sys.stderr)
         return 2
 
-    from .topics import TopicMismatch, ensure_topics
+    from streams.topics import TopicMismatch, ensure_topics
 
     # One loop for the topic check and for Faust (asyncio.run would close it and unset the loop).
     loop = asyncio.new_event_loop()
@@ -59,7 +59,7 @@ def main(argv: Sequence[str]) -> int:
 
     import faust
 
-    from .app import create_app
+    from agents.app import create_app
 
     if settings.store.startswith("rocksdb"):
         settings.data_dir.mkdir(parents=True, exist_ok=True)

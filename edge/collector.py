@@ -33,7 +33,7 @@ the last one sent for the same workload and source is not sent again.  Every eve
 :func:`scaling.events.decode_event` before it leaves: the collector never emits what the contract
 rejects (it logs and drops it instead).
 
-**Metrics** (:mod:`streams.observability`, served on ``--metrics-port``, 0 for none):
+**Metrics** (:mod:`ops.observability`, served on ``--metrics-port``, 0 for none):
 ``tandem_events_total{type}`` counts the events sent (once the broker acknowledged them, or once
 written with ``--out``), ``tandem_events_rejected_total{type}`` those its own validation refused,
 ``tandem_kube_api_latency_seconds{operation}`` times the lists (``list_<plural>``,
@@ -58,10 +58,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from scaling.errors import InvalidEvent, InvalidPolicy
-from scaling.events import WorkloadRef, decode_event
-
-from .kube import (
+from edge.kube import (
     DEPLOYMENTS,
     HPAS,
     POD_METRICS,
@@ -76,6 +73,8 @@ from .kube import (
     served,
     watch,
 )
+from scaling.errors import InvalidEvent, InvalidPolicy
+from scaling.events import WorkloadRef, decode_event
 
 __all__ = ["Collector", "CollectorConfig", "main", "run"]
 
@@ -156,7 +155,7 @@ class Collector:
 
     def __init__(self, cluster: str, metrics: Any = None) -> None:
         self.cluster = cluster
-        #: A ``streams.observability.Metrics`` (or None): events refused by the validation are counted.
+        #: A ``ops.observability.Metrics`` (or None): events refused by the validation are counted.
         self.metrics = metrics
         # what the watches show, by (plural-or-group key, namespace, name)
         self.objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
@@ -717,11 +716,10 @@ async def run(
 
 
 def main(argv: Sequence[str]) -> int:
-    from streams.observability import metrics_from_args
+    from edge.applier import add_edge_metrics_options
+    from edge.kube import api_client
+    from ops.observability import metrics_from_args
     from streams.settings import add_kafka_options, env, kafka_settings
-
-    from .applier import add_edge_metrics_options
-    from .kube import api_client
 
     p = argparse.ArgumentParser(prog="tandem collect", description="feed the input topics from one cluster")
     p.add_argument("--cluster", default=env("cluster"), help="this cluster's name (env TANDEM_CLUSTER)")

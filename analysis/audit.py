@@ -32,7 +32,7 @@ from typing import IO, Any
 
 import orjson
 
-from .settings import DEFAULT_BROKER, DEFAULT_PREFIX, bootstrap_servers, env
+from streams.settings import DEFAULT_BROKER, DEFAULT_PREFIX, bootstrap_servers, env
 
 __all__ = [
     "AuditEvent",
@@ -172,7 +172,7 @@ def _decode(raw: bytes, seq: int) -> AuditEvent:
 
 def read_file(path: str, err: IO[str] | None = None) -> list[AuditEvent]:
     """The CloudEvents of an audit file in file order; bad lines are reported on ``err`` and skipped."""
-    from .inputs import iter_lines
+    from streams.inputs import iter_lines
 
     err = err if err is not None else sys.stderr
     out: list[AuditEvent] = []

@@ -1,6 +1,6 @@
 """The Faust application of ``tandem worker``.
 
-:func:`create_app` configures Faust from :class:`~streams.settings.WorkerSettings` and installs the
+:func:`create_app` configures Faust from :class:`~agents.settings.WorkerSettings` and installs the
 agent of :mod:`agents.pipeline`.  Choices that matter:
 
 * ``processing_guarantee="at_least_once"``: Faust's exactly-once mode has open reports of
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .settings import WorkerSettings
+from agents.settings import WorkerSettings
 
 __all__ = ["create_app"]
 
@@ -25,7 +25,7 @@ __all__ = ["create_app"]
 def create_app(settings: WorkerSettings, *, loop: Any = None, metrics: Any = None) -> Any:
     """A configured Faust app with tandem's pipeline installed (not started).
 
-    ``metrics`` (a ``streams.observability.Metrics``) receives the pipeline's counters.
+    ``metrics`` (a ``ops.observability.Metrics``) receives the pipeline's counters.
     """
     import faust
 

@@ -36,8 +36,8 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from .inputs import UsageError, load_command_inputs
-    from .replay import StrictError, replay
+    from streams.inputs import UsageError, load_command_inputs
+    from streams.replay import StrictError, replay
 
     try:
         settings, manifests = load_command_inputs(args.files, args.policy, args.config, args.cluster, args.sync_period)
@@ -88,14 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_replay)
 
     for name, module, help_ in (
-        ("worker", "streams.worker", "run the Faust worker"),
+        ("worker", "agents.worker", "run the Faust worker"),
         ("publish", "streams.publish", "write a recorded stream into the input topics"),
         ("topics", "streams.topics", "manage tandem's Kafka topics"),
-        ("apply", "agents.applier", "apply decisions to one cluster"),
-        ("collect", "agents.collector", "feed the input topics from one cluster"),
-        ("audit", "streams.audit", "filter and print the audit stream; 'audit explain KEY' tells its story"),
-        ("report", "streams.report", "write an HTML report (charts per workload) of a stream or an audit file"),
-        ("simulate", "streams.simulate", "compare policies on recorded demand in closed loop"),
+        ("apply", "edge.applier", "apply decisions to one cluster"),
+        ("collect", "edge.collector", "feed the input topics from one cluster"),
+        ("audit", "analysis.audit", "filter and print the audit stream; 'audit explain KEY' tells its story"),
+        ("report", "analysis.report", "write an HTML report (charts per workload) of a stream or an audit file"),
+        ("simulate", "analysis.simulate", "compare policies on recorded demand in closed loop"),
     ):
         # No prefix chars: every argument, options first included, goes to the delegate untouched
         # (argparse's REMAINDER otherwise rejects a leading option: `tandem worker --broker B`).

@@ -43,8 +43,8 @@ from typing import IO, Any
 
 import orjson
 
-from .audit import AuditEvent, _event_ts, describe_change, held_back, text_line
-from .settings import env
+from analysis.audit import AuditEvent, _event_ts, describe_change, held_back, text_line
+from streams.settings import env
 
 __all__ = ["ReportData", "WorkloadData", "build", "collect", "main", "render_html"]
 
@@ -129,7 +129,7 @@ class ReportData:
 
 
 def _is_audit_file(path: str) -> bool:
-    from .inputs import iter_lines
+    from streams.inputs import iter_lines
 
     for _, line in iter_lines(path):
         try:
@@ -168,12 +168,11 @@ def collect(
     err: IO[str] | None = None,
 ) -> ReportData:
     """Replay the streams (embedded) and read the audit files; gather every chart's data."""
+    from analysis.audit import read_file
     from scaling.engine import Engine
     from scaling.events import HpaEvent, MetricEvent, PolicyEvent, VpaEvent, WorkloadEvent
     from scaling.quantity import parse_quantity
-
-    from .audit import read_file
-    from .replay import ReplayStats, read_events
+    from streams.replay import ReplayStats, read_events
 
     err = err if err is not None else sys.stderr
     data = ReportData(from_stream=bool(stream_paths), inputs=[*stream_paths, *audit_paths])
@@ -1120,8 +1119,8 @@ def build(
 
 
 def main(argv: Sequence[str]) -> int:
-    from .inputs import UsageError, load_command_inputs
-    from .replay import StrictError
+    from streams.inputs import UsageError, load_command_inputs
+    from streams.replay import StrictError
 
     prog = "tandem report"
     p = argparse.ArgumentParser(

@@ -1,0 +1,131 @@
+"""Settings of ``tandem worker``: the Kafka settings of :mod:`streams.settings` plus the Faust worker's own.
+
+Every option is a flag and an environment variable ``TANDEM_<OPTION>``; the table of variables is in
+:mod:`streams.settings`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from scaling.settings import Settings
+from streams.inputs import load_core_settings
+from streams.settings import (
+    KafkaSettings,
+    add_core_options,
+    add_kafka_options,
+    bootstrap_servers,
+    env,
+    flag,
+    positive_float,
+    positive_int,
+)
+
+__all__ = ["WorkerSettings", "add_worker_options", "parse_worker_settings", "worker_settings"]
+
+
+@dataclass(frozen=True)
+class WorkerSettings(KafkaSettings):
+    """Everything ``tandem worker`` runs with (see the module docstring for the variables)."""
+
+    core: Settings = field(default_factory=Settings)
+    store: str = "rocksdb://"
+    data_dir: Path = Path("tandem-data")
+    app_id: str = ""
+    web: bool = True
+    web_port: int | None = None
+    idle_flush: float = 2.0
+    batch_size: int = 2000
+    batch_within: float = 0.2
+    standby_replicas: int = 1
+    rebalance_timeout: float = 60.0
+    session_timeout: float = 60.0
+    commit_interval: float = 2.8
+    loglevel: str = "warning"
+
+    @property
+    def group_id(self) -> str:
+        return self.app_id or f"{self.prefix}worker"
+
+
+def add_worker_options(p: argparse.ArgumentParser) -> None:
+    add_kafka_options(p)
+    add_core_options(p)
+    p.add_argument("--store", default=env("store", "rocksdb://"), help="table store: rocksdb:// or memory://")
+    p.add_argument("--data-dir", default=env("data_dir", "tandem-data"), help="directory of the RocksDB tables")
+    p.add_argument("--app-id", default=env("app_id", ""), help="consumer group id (default <prefix>worker)")
+    p.add_argument("--web-port", type=int, default=env("web_port"), help="web server port (Faust default 6066)")
+    p.add_argument("--without-web", action="store_true", default=flag("without_web"), help="run no web server")
+    p.add_argument(
+        "--idle-flush",
+        type=positive_float,
+        default=env("idle_flush", "2"),
+        help="seconds a caught-up partition waits before running its pending ticks (default 2)",
+    )
+    p.add_argument(
+        "--batch-size", type=positive_int, default=env("batch_size", "2000"), help="messages per batch at most"
+    )
+    p.add_argument(
+        "--batch-within", type=positive_float, default=env("batch_within", "0.2"), help="seconds to fill a batch"
+    )
+    p.add_argument(
+        "--standby-replicas", type=int, default=env("standby_replicas", "1"), help="Faust table standby replicas"
+    )
+    p.add_argument(
+        "--rebalance-timeout",
+        type=positive_float,
+        default=env("rebalance_timeout", "60"),
+        help="Faust broker_rebalance_timeout (s)",
+    )
+    p.add_argument(
+        "--session-timeout",
+        type=positive_float,
+        default=env("session_timeout", "60"),
+        help="Faust broker_session_timeout (s): how long a dead worker keeps its partitions",
+    )
+    p.add_argument(
+        "--commit-interval",
+        type=positive_float,
+        default=env("commit_interval", "2.8"),
+        help="Faust broker_commit_interval (s)",
+    )
+    p.add_argument("--loglevel", default=env("loglevel", "warning"), help="worker log level (default warning)")
+
+
+def worker_settings(args: argparse.Namespace) -> WorkerSettings:
+    """Build :class:`WorkerSettings` from parsed options (raises ValueError/InvalidPolicy on bad input)."""
+    bootstrap_servers(args.broker)
+    store = args.store if "://" in args.store else f"{args.store}://"
+    if store.split("://", 1)[0] not in ("rocksdb", "memory"):
+        raise ValueError(f"--store {args.store!r}: expected rocksdb:// or memory://")
+    return WorkerSettings(
+        broker=args.broker,
+        prefix=args.topic_prefix,
+        partitions=args.partitions,
+        replication=args.replication,
+        retention_ms=args.retention_ms,
+        core=load_core_settings(args.config, args.cluster, args.sync_period),
+        store=store,
+        data_dir=Path(args.data_dir),
+        app_id=args.app_id,
+        web=not args.without_web,
+        web_port=int(args.web_port) if args.web_port is not None else None,
+        idle_flush=args.idle_flush,
+        batch_size=args.batch_size,
+        batch_within=args.batch_within,
+        standby_replicas=args.standby_replicas,
+        rebalance_timeout=args.rebalance_timeout,
+        session_timeout=args.session_timeout,
+        commit_interval=args.commit_interval,
+        loglevel=args.loglevel,
+    )
+
+
+def parse_worker_settings(argv: Sequence[str]) -> WorkerSettings:
+    """Convenience for tests and embedding: parse worker flags (plus the environment)."""
+    p = argparse.ArgumentParser(prog="tandem worker")
+    add_worker_options(p)
+    return worker_settings(p.parse_args(list(argv)))

@@ -1,0 +1,1 @@
+"""The ``tandem`` command: one module per subcommand."""
