@@ -31,6 +31,20 @@ STOP_TIMEOUT="${TANDEM_KUBE_STOP_TIMEOUT:-20}"
 log() { printf '[kube.sh] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
+# progress_wait PID LABEL: wait for a background build, saying every 30 s how long it has run, so a
+# ten-minute compile on a fresh machine is visibly alive.  Returns the build's exit status.
+progress_wait() {
+  local pid="$1" label="$2" t0=$SECONDS next=30
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    if (( SECONDS - t0 >= next )); then
+      log "$label: still building, $((SECONDS - t0))s elapsed"
+      next=$((next + 30))
+    fi
+  done
+  wait "$pid"
+}
+
 usage() {
   sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
@@ -111,7 +125,8 @@ build_kube_apiserver() {
     cd "$dir"
     go get "k8s.io/kubernetes/cmd/kube-apiserver@v$KUBE_VERSION" >&2
     go build -trimpath -ldflags="$ldflags" -o "$BIN_DIR/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
-  ) || die "building kube-apiserver v$KUBE_VERSION failed"
+  ) &
+  progress_wait $! "kube-apiserver v$KUBE_VERSION" || die "building kube-apiserver v$KUBE_VERSION failed"
   mv -f "$BIN_DIR/kube-apiserver.tmp" "$BIN_DIR/kube-apiserver"
   echo "$want" >"$BIN_DIR/.kube-apiserver.version"
   log "built kube-apiserver v$KUBE_VERSION in $((SECONDS - t0))s ($(du -h "$BIN_DIR/kube-apiserver" | cut -f1))"
@@ -146,11 +161,12 @@ build_etcd() {
   write_gomod "$dir" "go.etcd.io/etcd/server/v3 $v" "${replaces[@]}"
   local t0=$SECONDS
   log "building etcd $v"
-  if (
+  (
     cd "$dir"
     go get "go.etcd.io/etcd/server/v3@$v" >&2
     go build -trimpath -ldflags="-s -w" -o "$BIN_DIR/etcd.tmp" go.etcd.io/etcd/server/v3
-  ); then
+  ) &
+  if progress_wait $! "etcd $v"; then
     mv -f "$BIN_DIR/etcd.tmp" "$BIN_DIR/etcd"
     echo "$want" >"$BIN_DIR/.etcd.version"
     log "built etcd $v in $((SECONDS - t0))s ($(du -h "$BIN_DIR/etcd" | cut -f1))"

@@ -20,6 +20,11 @@ if ! "$venv/bin/python" -c "import scaling, faust, hypothesis" 2>/dev/null || [ 
 fi
 export PATH="$PWD/$venv/bin:$PATH"
 
+if [ -n "${TANDEM_FAST:-}" ]; then
+  exec "$venv/bin/python" -m pytest -m "not kafka and not kube" "$@"
+fi
+started=$SECONDS
+
 # The real parts the integration tests use (idempotent; a no-op once cached).
 scripts/kafka.sh fetch >&2
 scripts/kube.sh fetch >&2
@@ -27,15 +32,18 @@ scripts/kube.sh fetch >&2
 # report as a person would see it (tests/e2e/test_report.py).  Both from the allowed registries.
 gobin="$(go env GOPATH)/bin"
 if [ -z "${TANDEM_HELM:-}" ] && ! command -v helm >/dev/null && [ ! -x "$gobin/helm" ]; then
-  echo "scripts/test.sh: building helm from the Go module proxy" >&2
+  echo "scripts/test.sh: building helm v3.16.4 with go install into $gobin (a few minutes)" >&2
+  t0=$SECONDS
   GOFLAGS=-modcacherw go install helm.sh/helm/v3/cmd/helm@v3.16.4 >&2
+  echo "scripts/test.sh: built helm in $((SECONDS - t0))s" >&2
 fi
-if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  echo "scripts/test.sh: installing Debian's chromium for the report screenshot test" >&2
+if [ -z "${TANDEM_NO_APT:-}" ] && ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "scripts/test.sh: installing Debian's chromium with apt-get (as root) for the report screenshot test" >&2
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >&2 || \
     echo "scripts/test.sh: chromium could not be installed; the screenshot test will skip" >&2
 fi
 
+echo "scripts/test.sh: prerequisites ready after $((SECONDS - started))s; running pytest" >&2
 set +e
 "$venv/bin/python" -m pytest "$@"
 code=$?
