@@ -2,8 +2,9 @@
 
 Decoding is separate from parsing bytes (``schemas.codec`` does ``orjson.loads``) so that the core
 stays free of I/O and the worker, the replay and the tests share one set of rules.  Every check
-raises :class:`~scaling.errors.InvalidEvent` naming the field; unknown fields are ignored, as the
-contract promises producers.
+raises :class:`~scaling.errors.InvalidEvent` naming the field.  An unknown field is an error with the
+closest known name (``ready_replica: unknown field (did you mean ready_replicas?)``): a misspelled
+optional field that was silently ignored would change decisions without a word.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Literal, NamedTuple
 
 from .errors import InvalidEvent
 from .quantity import MAX_MILLI, parse_quantity
+from .spelling import did_you_mean, unknown_fields
 
 __all__ = [
     "EVENT_TYPES",
@@ -190,6 +192,46 @@ Event = MetricEvent | WorkloadEvent | HpaEvent | VpaEvent | PolicyEvent
 
 # --- decoding ---------------------------------------------------------------------------------
 
+# The fields each object of docs/contract.md §3 may carry; anything else is refused by name.
+_COMMON = frozenset({"type", "ts", "workload"})
+_REF_FIELDS = frozenset({"cluster", "namespace", "kind", "name"})
+_CONTAINER_SAMPLE = frozenset({"pod", "container", "cpu", "memory", "ready", "oom"})
+_SERIES_SAMPLE = frozenset({"series", "value", "pod"})
+_EVENT_FIELDS: dict[str, frozenset[str]] = {
+    "metric": _COMMON | {"samples"} | _CONTAINER_SAMPLE | _SERIES_SAMPLE,
+    "workload": _COMMON | {"replicas", "containers", "ready_replicas", "pods"},
+    "hpa": _COMMON
+    | {
+        "desired_replicas",
+        "current_replicas",
+        "min_replicas",
+        "max_replicas",
+        "conditions",
+        "metrics",
+        "current_metrics",
+        "behavior",
+        "name",
+        "source",
+    },
+    "vpa": _COMMON | {"containers", "conditions", "source"},
+    "policy": _COMMON | {"policy"},
+}
+_BATCH = _COMMON | {"samples"}
+_SINGLE_SERIES = _COMMON | _SERIES_SAMPLE
+_SINGLE_CONTAINER = _COMMON | _CONTAINER_SAMPLE
+_RESOURCES_FIELDS = frozenset({"requests", "limits"})
+_POD_FIELDS = frozenset({"name", "ready", "phase", "started"})
+_RECOMMENDATION_FIELDS = frozenset({"target", "lower_bound", "upper_bound", "uncapped_target"})
+
+
+def _only(obj: Mapping[str, Any], known: frozenset[str], where: str = "") -> None:
+    """Refuse the first field of ``obj`` that is not in ``known``, naming the closest known one."""
+    if obj.keys() <= known:
+        return
+    name = unknown_fields(obj.keys(), known)[0]
+    raise InvalidEvent(f"{where}.{name}" if where else name, "unknown field" + did_you_mean(name, known))
+
+
 
 def _str(obj: Mapping[str, Any], name: str, *, required: bool = True) -> str | None:
     value = obj.get(name)
@@ -273,6 +315,7 @@ def _ts(obj: Mapping[str, Any]) -> float:
 def decode_workload_ref(value: object, name: str = "workload") -> WorkloadRef:
     if not isinstance(value, Mapping):
         raise InvalidEvent(name, f"expected an object with cluster, namespace, kind, name; got {_show(value)}")
+    _only(value, _REF_FIELDS, name)
     try:
         parts = [_str(value, k) for k in ("cluster", "namespace", "kind", "name")]
     except InvalidEvent as exc:
@@ -315,6 +358,7 @@ def _decode_sample(raw: object, name: str) -> ContainerSample | SeriesSample:
     if not isinstance(raw, Mapping):
         raise InvalidEvent(name, f"expected a sample object, got {_show(raw)}")
     try:
+        _only(raw, _SERIES_SAMPLE if "series" in raw else _CONTAINER_SAMPLE)
         if "series" in raw:
             series = _str(raw, "series")
             assert series is not None
@@ -371,7 +415,7 @@ def _fast_sample(raw: object) -> ContainerSample | None:
     (quantity strings, series, a bad value) takes :func:`_decode_sample`, which accepts the same
     samples and says precisely what is wrong with the others.
     """
-    if type(raw) is not dict or "series" in raw:
+    if type(raw) is not dict or "series" in raw or not raw.keys() <= _CONTAINER_SAMPLE:
         return None
     pod = raw.get("pod")
     container = raw.get("container")
@@ -406,6 +450,7 @@ def _decode_metric(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> Metri
     series: list[SeriesSample] = []
     batch = obj.get("samples")
     if batch is not None:
+        _only(obj, _BATCH)
         if not isinstance(batch, list):
             raise InvalidEvent("samples", f"expected a list, got {_show(batch)}")
         append = samples.append
@@ -417,7 +462,8 @@ def _decode_metric(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> Metri
             s = _decode_sample(raw, f"samples[{i}]")
             (series if isinstance(s, SeriesSample) else samples).append(s)  # type: ignore[arg-type]
     else:
-        s = _decode_sample(obj, "")
+        _only(obj, _SINGLE_SERIES if "series" in obj else _SINGLE_CONTAINER)
+        s = _decode_sample({k: v for k, v in obj.items() if k not in _COMMON}, "")
         (series if isinstance(s, SeriesSample) else samples).append(s)  # type: ignore[arg-type]
     return MetricEvent(ts, ref, tuple(samples), tuple(series))
 
@@ -432,6 +478,7 @@ def _decode_workload(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> Wor
         where = f"containers.{cname}"
         if not isinstance(spec, Mapping):
             raise InvalidEvent(where, f"expected an object with requests and limits, got {_show(spec)}")
+        _only(spec, _RESOURCES_FIELDS, where)
         requests = _resources(spec.get("requests") if spec.get("requests") is not None else {}, f"{where}.requests")
         limits = _resources(spec.get("limits") if spec.get("limits") is not None else {}, f"{where}.limits")
         containers[cname] = ContainerResources(requests, limits)
@@ -444,6 +491,7 @@ def _decode_workload(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> Wor
             if not isinstance(p, Mapping):
                 raise InvalidEvent(where, f"expected a pod object, got {_show(p)}")
             try:
+                _only(p, _POD_FIELDS)
                 name = _str(p, "name")
                 assert name is not None
                 phase = _str(p, "phase", required=False) or "Running"
@@ -509,6 +557,7 @@ def _decode_vpa(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> VpaEvent
         where = f"containers.{cname}"
         if not isinstance(rec, Mapping):
             raise InvalidEvent(where, f"expected an object with a target, got {_show(rec)}")
+        _only(rec, _RECOMMENDATION_FIELDS, where)
         if rec.get("target") is None:
             raise InvalidEvent(f"{where}.target", "required object is missing")
         # Targets are what gets applied, so absurd ones are refused; bounds are not: VPA's upper
@@ -553,6 +602,7 @@ def decode_event(obj: object) -> Event:
     decoder = _DECODERS.get(kind) if isinstance(kind, str) else None
     if decoder is None:
         raise InvalidEvent("type", f"unknown event type {_show(kind)}; expected one of {', '.join(EVENT_TYPES)}")
+    _only(obj, _EVENT_FIELDS[kind])
     ts = _ts(obj)
     ref = decode_workload_ref(obj.get("workload"))
     event: Event = decoder(obj, ts, ref)

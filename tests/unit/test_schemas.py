@@ -244,9 +244,10 @@ def _schema_fields(errors: Any) -> set[str]:
     for error in errors:
         base = _field_of(error.absolute_path)
         fields.add(base)
-        if error.validator == "required":
-            missing = error.message.split("'")[1]
-            fields.add(f"{base}.{missing}" if base else missing)
+        if error.validator in ("required", "unevaluatedProperties", "additionalProperties"):
+            # 'x' is a required property / Unevaluated properties are not allowed ('x' was unexpected)
+            named = error.message.split("'")[1]
+            fields.add(f"{base}.{named}" if base else named)
         fields |= _schema_fields(error.context)
     return fields
 
@@ -500,21 +501,41 @@ def test_decoder_refuses_non_finite_numbers_in_decoded_values() -> None:
         assert "not finite" in info.value.reason
 
 
-def test_decoder_ignores_unknown_fields_and_treats_null_optionals_as_absent() -> None:
-    raw = _ev(
-        "hpa",
-        T0,
-        desired_replicas=3,
-        current_replicas=None,
-        conditions=None,
-        name=None,
-        annotations={"x": 1},
-        schema_version=2,
-    )
+def test_decoder_treats_null_optionals_as_absent() -> None:
+    raw = _ev("hpa", T0, desired_replicas=3, current_replicas=None, conditions=None, name=None)
     event = decode_event(raw)
     assert isinstance(event, HpaEvent)
     assert (event.desired_replicas, event.current_replicas, event.conditions, event.name) == (3, None, (), None)
     schemas.validator("hpa").validate(raw)
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "why"),
+    [
+        ({"desired_replica": 3}, "desired_replica", "unknown field (did you mean desired_replicas?)"),
+        ({"annotations": {"x": 1}}, "annotations", "unknown field"),
+        ({"MIN_REPLICAS": 1}, "MIN_REPLICAS", "unknown field (did you mean min_replicas?)"),
+    ],
+)
+def test_decoder_refuses_an_unknown_field_naming_the_closest_known_one(
+    extra: dict[str, Any], field: str, why: str
+) -> None:
+    raw = _ev("hpa", T0, desired_replicas=3, **extra)
+    with pytest.raises(InvalidEvent) as info:
+        decode_event(raw)
+    assert (info.value.field, info.value.reason) == (field, why)
+    assert list(schemas.validator("hpa").iter_errors(raw)), "the schema refuses it too"
+
+
+def test_a_container_sample_with_an_unknown_field_takes_the_full_decoder_and_is_refused() -> None:
+    raw = _ev(
+        "metric",
+        T0,
+        samples=[{"pod": "p", "container": "c", "cpu": 0.5}, {"pod": "p", "container": "d", "cpu": 1, "oomed": True}],
+    )
+    with pytest.raises(InvalidEvent) as info:
+        decode_event(raw)
+    assert (info.value.field, info.value.reason) == ("samples[1].oomed", "unknown field (did you mean oom?)")
 
 
 def test_decoder_keeps_integral_floats_as_integers_and_quantities_exact() -> None:
