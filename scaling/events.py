@@ -602,7 +602,7 @@ def decode_event(obj: object) -> Event:
     decoder = _DECODERS.get(kind) if isinstance(kind, str) else None
     if decoder is None:
         raise InvalidEvent("type", f"unknown event type {_show(kind)}; expected one of {', '.join(EVENT_TYPES)}")
-    _only(obj, _EVENT_FIELDS[kind])
+    _only(obj, _EVENT_FIELDS[str(kind)])
     ts = _ts(obj)
     ref = decode_workload_ref(obj.get("workload"))
     event: Event = decoder(obj, ts, ref)
