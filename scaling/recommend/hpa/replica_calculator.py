@@ -1,0 +1,357 @@
+"""Per-metric replica proposals: upstream's ``ReplicaCalculator``.
+
+Upstream: ``pkg/controller/podautoscaler/replica_calculator.go`` (``GetResourceReplicas``,
+``GetMetricReplicas``, ``GetObjectMetricReplicas``, ``GetExternalMetricReplicas``, ``groupPods``,
+``calculatePodRequests``, ``Tolerances``) and ``metrics/utilization.go``; docs/recommenders.md 1.2-1.5.
+Each function mirrors one upstream function and keeps its integer truncations.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .arithmetic import _MAX_INT32, _MAX_INT64, _MIN_INT32, _ceil_int32, _go_div, _milli_of_number
+from .behavior import Behavior
+from .config import HpaConfig
+from .metric_specs import MetricSpec
+from .model import MetricInputs, PodInfo
+
+__all__ = ["Tolerances"]
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    """The tolerance band (reference 1.4): keep current iff ``1 - down <= ratio <= 1 + up``."""
+
+    scale_down: float
+    scale_up: float
+
+    def is_within(self, ratio: float) -> bool:
+        # HPA: replica_calculator.go Tolerances.isWithin -- inclusive bounds, so ratio 1.1 with
+        # tolerance 0.1 does not scale (reference 1.4).
+        return (1.0 - self.scale_down) <= ratio <= (1.0 + self.scale_up)
+
+    @classmethod
+    def for_hpa(cls, behavior: Behavior | None, cfg: HpaConfig) -> Tolerances:
+        # HPA: horizontal.go tolerancesForHpa -- per-direction behavior tolerance when the
+        # HPAConfigurableTolerance gate is on, else the cluster flag (reference 1.4).
+        t = cls(cfg.tolerance, cfg.tolerance)
+        if behavior is None or not cfg.configurable_tolerance:
+            return t
+        down = behavior.scale_down.tolerance
+        up = behavior.scale_up.tolerance
+        return cls(t.scale_down if down is None else down, t.scale_up if up is None else up)
+
+
+class _MetricError(Exception):
+    """A metric that cannot produce a proposal this tick (the controller's invalid metric)."""
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    pods: Sequence[PodInfo]
+    inputs: MetricInputs
+    now: float
+    cfg: HpaConfig
+    tolerances: Tolerances
+    spec_replicas: int
+    status_replicas: int
+
+
+@dataclass(frozen=True)
+class _Groups:
+    ready_count: int
+    unready: frozenset[str]
+    missing: frozenset[str]
+    ignored: frozenset[str]
+
+
+def _group_pods(ctx: _Ctx, metrics: Mapping[str, int], resource: str) -> _Groups:
+    """Classify pods as the controller's ``groupPods`` does (reference 1.3)."""
+    ready_count = 0
+    unready: set[str] = set()
+    missing: set[str] = set()
+    ignored: set[str] = set()
+    sample_ts = ctx.inputs.sample_ts or {}
+    for pod in ctx.pods:
+        # HPA: groupPods step 1 -- deleted or Failed pods are dropped completely.
+        if pod.deleting or pod.phase == "Failed":
+            ignored.add(pod.name)
+            continue
+        # Step 2: Pending pods count as unready.
+        if pod.phase == "Pending":
+            unready.add(pod.name)
+            continue
+        # Step 3: no sample -> missing.
+        if pod.name not in metrics:
+            missing.add(pod.name)
+            continue
+        # Step 4: readiness is only examined for the CPU resource.
+        if resource == "cpu":
+            if pod.started is None:
+                is_unready = True
+            else:
+                since = pod.ready_since if pod.ready_since is not None else pod.started
+                if pod.started + ctx.cfg.cpu_initialization_period > ctx.now:
+                    # Inside the CPU initialization period: unready if not Ready, or if the sample
+                    # window does not lie wholly after the last readiness transition.
+                    ts = sample_ts.get(pod.name, ctx.now)
+                    is_unready = (not pod.ready) or ts < since + ctx.inputs.sample_window
+                else:
+                    # Older pod: unready only if not Ready and it never became ready (its last
+                    # transition is within the initial readiness delay after start).
+                    is_unready = (not pod.ready) and pod.started + ctx.cfg.initial_readiness_delay > since
+            if is_unready:
+                unready.add(pod.name)
+                continue
+        ready_count += 1
+    return _Groups(ready_count, frozenset(unready), frozenset(missing), frozenset(ignored))
+
+
+def _resource_scale(resource: str) -> int:
+    # CPU arrives in millicores (already milli-units); everything else in base units.
+    return 1 if resource == "cpu" else 1000
+
+
+def _resource_pod_metrics(ctx: _Ctx, resource: str, container: str) -> dict[str, int]:
+    """Per-pod usage in milli-units (``GetResourceMetric``: ``getPodMetrics`` / ``getContainerMetrics``)."""
+    usage = ctx.inputs.pod_usage
+    if not usage:
+        raise _MetricError(
+            f"unable to get metrics for resource {resource}: no metrics returned from resource metrics API"
+        )
+    scale = _resource_scale(resource)
+    out: dict[str, int] = {}
+    for pod, containers in usage.items():
+        if container:
+            if container not in containers:
+                raise _MetricError(
+                    f"unable to get metrics for resource {resource}: failed to get container metrics: "
+                    f"container {container} not present in metrics for pod {pod}"
+                )
+            res = containers[container]
+            if resource in res:
+                out[pod] = _milli_of_number(res[resource], scale)
+            continue
+        # A pod without containers, or with a container lacking the resource, has no metric.
+        if not containers:
+            continue
+        total = 0
+        complete = True
+        for res in containers.values():
+            if resource not in res:
+                complete = False
+                break
+            total += _milli_of_number(res[resource], scale)
+        if complete:
+            out[pod] = total
+    return out
+
+
+def _pod_requests(ctx: _Ctx, resource: str, container: str) -> dict[str, int]:
+    """Per-pod requests in milli-units (``calculateRequests``), for every listed pod.
+
+    A missing request is an error even on an ignored pod, as upstream computes requests over the
+    whole pod list.
+    """
+    scale = _resource_scale(resource)
+    out: dict[str, int] = {}
+    for pod in ctx.pods:
+        containers = ctx.inputs.pod_requests.get(pod.name, ctx.inputs.container_requests)
+        if container:
+            if container not in containers:
+                raise _MetricError(f"container {container} not found in Pod {pod.name}")
+            if resource not in containers[container]:
+                raise _MetricError(f"missing request for {resource} in container {container} of Pod {pod.name}")
+            out[pod.name] = _milli_of_number(containers[container][resource], scale)
+            continue
+        total = 0
+        for cname, res in containers.items():
+            if resource not in res:
+                raise _MetricError(f"missing request for {resource} in container {cname} of Pod {pod.name}")
+            total += _milli_of_number(res[resource], scale)
+        out[pod.name] = total
+    return out
+
+
+def _utilization_ratio(metrics: Mapping[str, int], requests: Mapping[str, int], target: int) -> tuple[float, int, int]:
+    """``GetResourceUtilizationRatio``: (ratio, utilization %, raw average milli-value).
+
+    Utilization is an integer percent rounded down, over pods having both a metric and a request
+    (metrics of unknown pods are ignored); the raw value is the int64 average (reference 1.2).
+    """
+    metrics_total = 0
+    requests_total = 0
+    entries = 0
+    for pod, value in metrics.items():
+        if pod not in requests:
+            continue
+        metrics_total += value
+        requests_total += requests[pod]
+        entries += 1
+    if requests_total == 0:
+        raise _MetricError("no metrics returned matched known pods")
+    percentage = _go_div(metrics_total * 100, requests_total)
+    if not _MIN_INT32 <= percentage <= _MAX_INT32:
+        raise _MetricError(f"resource utilization {percentage} is outside the int32 range")
+    return float(percentage) / float(target), percentage, _go_div(metrics_total, entries)
+
+
+def _usage_ratio(metrics: Mapping[str, int], target: int) -> tuple[float, int]:
+    """``GetMetricUsageRatio``: (ratio, int64 average milli-value, truncated)."""
+    usage = _go_div(sum(metrics.values()), len(metrics))
+    return float(usage) / float(target), usage
+
+
+def _no_pods() -> _MetricError:
+    return _MetricError("no pods returned by selector while calculating replica count")
+
+
+def _resource_utilization_replicas(ctx: _Ctx, spec: MetricSpec) -> tuple[int, int, int]:
+    """``GetResourceReplicas`` (reference 1.2 Utilization, 1.5): (replicas, utilization %, raw)."""
+    assert spec.average_utilization is not None
+    target = spec.average_utilization
+    current = ctx.spec_replicas
+    tol = ctx.tolerances
+    metrics = _resource_pod_metrics(ctx, spec.name, spec.container)
+    if not ctx.pods:
+        raise _no_pods()
+    groups = _group_pods(ctx, metrics, spec.name)
+    for pod in groups.ignored | groups.unready:
+        metrics.pop(pod, None)
+    if not metrics:
+        raise _MetricError("did not receive metrics for targeted pods (pods might be unready)")
+    requests = _pod_requests(ctx, spec.name, spec.container)
+    ratio, utilization, raw = _utilization_ratio(metrics, requests, target)
+
+    # Reference 1.5 step 1-2: nothing to fill in -> tolerance, else ceil(r x ready pods).
+    scale_up_with_unready = bool(groups.unready) and ratio > 1.0
+    if not scale_up_with_unready and not groups.missing:
+        if tol.is_within(ratio):
+            return current, utilization, raw
+        return _ceil_int32(ratio * float(groups.ready_count)), utilization, raw
+
+    # Step 3: assume values for missing (and, on a scale-up, unready) pods.
+    if groups.missing:
+        if ratio < 1.0:
+            # Scale-down: missing pods at max(100, target) % of their request (current upstream).
+            fallback = max(100, target)
+            for pod in groups.missing:
+                metrics[pod] = _go_div(requests[pod] * fallback, 100)
+        elif ratio > 1.0:
+            for pod in groups.missing:
+                metrics[pod] = 0
+    if scale_up_with_unready:
+        for pod in groups.unready:
+            metrics[pod] = 0
+    new_ratio, _, _ = _utilization_ratio(metrics, requests, target)
+
+    # Step 4: keep current inside tolerance or when the direction flipped.
+    if tol.is_within(new_ratio) or (ratio < 1.0 < new_ratio) or (ratio > 1.0 > new_ratio):
+        return current, utilization, raw
+    # Step 5: n = ceil(r2 x pods with values); keep current if n goes against r2's direction.
+    new_replicas = _ceil_int32(new_ratio * float(len(metrics)))
+    if (new_ratio < 1.0 and new_replicas > current) or (new_ratio > 1.0 and new_replicas < current):
+        return current, utilization, raw
+    return new_replicas, utilization, raw
+
+
+def _plain_replicas(ctx: _Ctx, metrics: dict[str, int], target: int, resource: str) -> tuple[int, int]:
+    """``calcPlainMetricReplicas`` (Resource AverageValue and Pods metrics): (replicas, average)."""
+    current = ctx.spec_replicas
+    tol = ctx.tolerances
+    if not ctx.pods:
+        raise _no_pods()
+    groups = _group_pods(ctx, metrics, resource)
+    for pod in groups.ignored | groups.unready:
+        metrics.pop(pod, None)
+    if not metrics:
+        raise _MetricError("did not receive metrics for targeted pods (pods might be unready)")
+    ratio, usage = _usage_ratio(metrics, target)
+
+    scale_up_with_unready = bool(groups.unready) and ratio > 1.0
+    if not scale_up_with_unready and not groups.missing:
+        if tol.is_within(ratio):
+            return current, usage
+        return _ceil_int32(ratio * float(groups.ready_count)), usage
+
+    if groups.missing:
+        if ratio < 1.0:
+            # Scale-down: missing pods assumed exactly at the target value (reference 1.5).
+            for pod in groups.missing:
+                metrics[pod] = target
+        elif ratio > 1.0:
+            for pod in groups.missing:
+                metrics[pod] = 0
+    if scale_up_with_unready:
+        for pod in groups.unready:
+            metrics[pod] = 0
+    new_ratio, _ = _usage_ratio(metrics, target)
+
+    if tol.is_within(new_ratio) or (ratio < 1.0 < new_ratio) or (ratio > 1.0 > new_ratio):
+        return current, usage
+    new_replicas = _ceil_int32(new_ratio * float(len(metrics)))
+    # The current code applies the final n-vs-current check in the Pods path too (reference 1.5).
+    if (new_ratio < 1.0 and new_replicas > current) or (new_ratio > 1.0 and new_replicas < current):
+        return current, usage
+    return new_replicas, usage
+
+
+def _ready_running_pods(ctx: _Ctx) -> int:
+    # HPA: replica_calculator.go getReadyPodsCount -- phase Running and Ready=True.
+    if not ctx.pods:
+        raise _MetricError(f"unable to calculate ready pods: {_no_pods()}")
+    return sum(1 for p in ctx.pods if p.phase == "Running" and p.ready)
+
+
+def _usage_ratio_replica_count(ctx: _Ctx, ratio: float) -> int:
+    """``getUsageRatioReplicaCount`` for Object/External ``Value`` targets (reference 1.2)."""
+    current = ctx.spec_replicas
+    if current != 0:
+        if ctx.tolerances.is_within(ratio):
+            return current
+        return _ceil_int32(ratio * float(_ready_running_pods(ctx)))
+    # Scale-to-zero (HPAScaleToZero): ceil(ratio), no tolerance.
+    return _ceil_int32(ratio)
+
+
+def _series(ctx: _Ctx, name: str, api: str) -> Mapping[str | None, float]:
+    values = ctx.inputs.series.get(name)
+    if not values:
+        raise _MetricError(f"unable to get metric {name}: no metrics returned from {api} API")
+    return values
+
+
+def _object_value(ctx: _Ctx, spec: MetricSpec) -> int:
+    values = _series(ctx, spec.name, "custom metrics")
+    obj_name = (spec.described_object or {}).get("name")
+    if None in values:
+        raw = values[None]
+    elif isinstance(obj_name, str) and obj_name in values:
+        raw = values[obj_name]
+    else:
+        raise _MetricError(f"unable to get metric {spec.name}: no value for the described object")
+    return _milli_of_number(raw, 1000)
+
+
+def _per_pod_ratio(ctx: _Ctx, usage: int, target_per_pod: int) -> tuple[int, int]:
+    """Object/External ``AverageValue``: ratio against ``status.replicas`` (reference 1.2)."""
+    status = ctx.status_replicas
+    replicas = status
+    denominator = float(target_per_pod) * float(status)
+    if denominator != 0:
+        ratio = float(usage) / denominator
+    else:
+        ratio = math.inf if usage > 0 else (-math.inf if usage < 0 else math.nan)
+    if not ctx.tolerances.is_within(ratio):
+        replicas = _ceil_int32(float(usage) / float(target_per_pod))
+    if status == 0:
+        # Go would convert +Inf/NaN to an undefined int64 here; report the total instead.
+        average = usage
+    elif float(usage) >= float(_MAX_INT64):
+        average = _MAX_INT64
+    else:
+        average = math.ceil(float(usage) / float(status))
+    return replicas, average

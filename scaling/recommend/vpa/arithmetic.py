@@ -1,0 +1,126 @@
+"""Resource amounts and the Go arithmetic that the VPA's integer results depend on.
+
+Upstream: ``vertical-pod-autoscaler/pkg/recommender/model/types.go`` (``ResourceAmount`` is an int64;
+``resourceAmountFromFloat`` clamps to [0, 1e14] and truncates; ``ScaleResource``) and Go's ``math``
+package, whose ``Pow`` is not correctly rounded and whose float division by zero gives infinities:
+several upstream vectors depend on those exact bits.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+__all__ = ["MAX_RESOURCE_AMOUNT"]
+
+
+#: VPA: pkg/recommender/model/types.go, MaxResourceAmount = 1e14 (reference 2.7 step 1).
+MAX_RESOURCE_AMOUNT: Final = 10**14
+_RESOURCES: Final[tuple[str, ...]] = ("cpu", "memory")
+
+# --------------------------------------------------------------------------------------------------
+# Go arithmetic that the integer results depend on
+# --------------------------------------------------------------------------------------------------
+
+
+def _amount(value: float) -> int:
+    """``resourceAmountFromFloat`` (VPA: model/types.go): clamp to [0, 1e14], then truncate.
+
+    Go converts NaN to an implementation-defined int64 (MinInt64 on amd64, 0 on arm64); it only
+    arises as 0 x Inf in the confidence multiplier and is then raised to the pod minimum, so tandem
+    uses 0.
+    """
+    if value > MAX_RESOURCE_AMOUNT:
+        return MAX_RESOURCE_AMOUNT
+    if value < 0:
+        return 0
+    if value != value:
+        return 0
+    return int(value)
+
+
+def _scale(amount: int, factor: float) -> int:
+    """``ScaleResource`` (VPA: model/types.go): amount x factor through ``resourceAmountFromFloat``."""
+    return _amount(float(amount) * factor)
+
+
+def _go_div(a: float, b: float) -> float:
+    """IEEE division as Go does it: x/0 is +-Inf (NaN for 0/0) instead of an exception."""
+    if b != 0.0:
+        return a / b
+    if a == 0.0 or a != a:
+        return math.nan
+    return math.copysign(math.inf, a) * math.copysign(1.0, b)
+
+
+def _go_pow(x: float, y: float) -> float:
+    """Go's ``math.Pow``, which is *not* correctly rounded: integer powers by repeated squaring.
+
+    It matters for integers: with libm's pow, memory bucket 4 would start at 43101250 bytes; Go's
+    algorithm gives 43101249.99999996 -> 43101249 after truncation (VPA: util/histogram_options.go
+    GetBucketStart uses math.Pow; logic/estimator.go confidence multiplier too).
+    """
+    if y == 0 or x == 1:
+        return 1.0
+    if y == 1:
+        return x
+    if x != x or y != y:
+        return math.nan
+    if x == 0:
+        odd = float(y).is_integer() and int(y) % 2 == 1
+        if y < 0:
+            return math.copysign(math.inf, x) if odd else math.inf
+        return x if odd else 0.0
+    if math.isinf(y):
+        if x == -1:
+            return 1.0
+        return 0.0 if (abs(x) < 1) == (y > 0) else math.inf
+    if math.isinf(x):
+        if x < 0:
+            return _go_pow(-0.0, -y)
+        return 0.0 if y < 0 else math.inf
+    if y == 0.5:
+        return math.sqrt(x)
+    if y == -0.5:
+        return 1 / math.sqrt(x)
+    yf, yi = math.modf(abs(y))
+    if yf != 0 and x < 0:
+        return math.nan
+    if yi >= 2.0**63:
+        if x == -1:
+            return 1.0
+        return 0.0 if (abs(x) < 1) == (y > 0) else math.inf
+    a1 = 1.0
+    ae = 0
+    if yf != 0:
+        if yf > 0.5:
+            yf -= 1
+            yi += 1
+        a1 = math.exp(yf * math.log(x))
+    x1, xe = math.frexp(x)
+    i = int(yi)
+    while i != 0:
+        if xe < -(1 << 12) or xe > (1 << 12):
+            ae += xe
+            break
+        if i & 1 == 1:
+            a1 *= x1
+            ae += xe
+        x1 *= x1
+        xe <<= 1
+        if x1 < 0.5:
+            x1 += x1
+            xe -= 1
+        i >>= 1
+    if y < 0:
+        a1 = 1 / a1
+        ae = -ae
+    try:
+        return math.ldexp(a1, ae)
+    except OverflowError:
+        return math.copysign(math.inf, a1)
+
+
+def _go_log(base: float, x: float) -> float:
+    """``log(base, x) = math.Log(x) / math.Log(base)`` (VPA: util/histogram_options.go)."""
+    return math.log(x) / math.log(base)

@@ -1,0 +1,302 @@
+"""What the recommender keeps per aggregate: histograms, sample times and the open memory windows.
+
+Upstream: ``vertical-pod-autoscaler/pkg/recommender/model/{aggregate_container_state,container}.go``
+(``AggregateContainerState``, ``ContainerState.AddSample`` / ``RecordOOM``; docs/recommenders.md
+2.2-2.5).  Tandem folds both into one :class:`ContainerState` per aggregate key (see the package
+docstring for why), serialisable with an exact round trip.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .arithmetic import _amount, _scale
+from .config import VpaConfig
+from .histogram import (
+    _CPU_THRESHOLDS,
+    CPU_HISTOGRAM_OPTIONS,
+    EPSILON,
+    MEMORY_HISTOGRAM_OPTIONS,
+    MIN_SAMPLE_WEIGHT,
+    DecayingHistogram,
+    _finite,
+)
+
+__all__ = ["ContainerState", "merge_states"]
+
+
+class _MemoryWindow:
+    """One pod's open memory aggregation interval (VPA: model/container.go ContainerState)."""
+
+    __slots__ = ("end", "last_ts", "memory_peak", "oom_peak")
+
+    def __init__(self) -> None:
+        self.end: float | None = None  # WindowEnd (exclusive); None = Go zero time
+        self.memory_peak = 0
+        self.oom_peak = 0
+        self.last_ts: float | None = None  # lastMemorySampleStart
+
+    def to_list(self) -> list[Any]:
+        return [self.end, self.memory_peak, self.oom_peak, self.last_ts]
+
+    @classmethod
+    def from_list(cls, data: object) -> _MemoryWindow:
+        if not isinstance(data, list) or len(data) != 4:
+            raise ValueError("memory window: expected [end, peak, oom_peak, last_ts]")
+        w = cls()
+        end, peak, oom, last = data
+        w.end = None if end is None else _finite(end, "window end")
+        w.last_ts = None if last is None else _finite(last, "window last_ts")
+        for name, v in (("peak", peak), ("oom_peak", oom)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"memory window: {name} must be an int >= 0")
+        w.memory_peak, w.oom_peak = peak, oom
+        return w
+
+
+class ContainerState:
+    """Everything the recommender keeps for one aggregate key (namespace, container, labels).
+
+    Upstream's AggregateContainerState (CPU histogram, memory-peak histogram, first/last CPU sample
+    time, CPU sample count - reference 2.2) plus the open memory window(s) of its ContainerState.
+    Serialise with :meth:`to_dict` (plain JSON types, exact round trip).
+    """
+
+    __slots__ = ("cpu", "first_sample_ts", "last_sample_ts", "memory", "total_samples_count", "windows")
+
+    def __init__(self) -> None:
+        self.cpu = DecayingHistogram(CPU_HISTOGRAM_OPTIONS)
+        self.memory = DecayingHistogram(MEMORY_HISTOGRAM_OPTIONS)
+        # Note (reference 2.2): first/last sample time and the count come only from CPU samples.
+        self.first_sample_ts: float | None = None
+        self.last_sample_ts: float | None = None
+        self.total_samples_count = 0
+        self.windows: dict[str, _MemoryWindow] = {}
+
+    # -- CPU -------------------------------------------------------------------------------------
+
+    def add_cpu_samples(self, ts: float, cores: Sequence[float], cfg: VpaConfig) -> int:
+        """Add one scrape's CPU samples (average cores, one per pod) taken at ``ts``.
+
+        Reference 2.3: each sample is truncated to integer millicores (``CPUAmountFromCores``) and
+        added with constant weight 0.1 x decay; a batch whose ``ts`` is not strictly after the last
+        accepted one is a duplicate and is dropped; negative (and NaN) samples are rejected.
+        Returns the number of samples accepted.  The hot path: the decay factor is computed once
+        per batch, buckets come from a bisection over precomputed millicore thresholds, and the
+        weights are still added one by one so that float sums match upstream's bit for bit.
+        """
+        last = self.last_sample_ts
+        if last is not None and not ts > last:
+            return 0
+        if not cores:
+            return 0
+        lo = min(cores)
+        hi = max(cores)
+        total_in = sum(cores)
+        if lo >= 0.0 and total_in == total_in:
+            values: Sequence[float] = cores
+        else:
+            values = [c for c in cores if c >= 0.0]
+            if not values:
+                return 0
+            lo = min(values)
+            hi = max(values)
+        h = self.cpu
+        ts = float(ts)
+        w = MIN_SAMPLE_WEIGHT * h.decay_factor(ts, cfg.cpu_histogram_decay_half_life)
+        thresholds = _CPU_THRESHOLDS
+        bucket_of = bisect_right
+        weights = h.weights
+        total = h.total
+        for c in values:
+            b = bucket_of(thresholds, c * 1000.0)
+            weights[b] += w
+            total += w
+        h.total = total
+        # VPA: histogram.go AddSample moves min/max only to buckets holding >= epsilon; buckets
+        # only grow within a batch and bucketing is monotone, so the batch's extremes decide.
+        eps = EPSILON
+        if w >= eps:
+            bmin = bucket_of(thresholds, lo * 1000.0)
+            bmax = bucket_of(thresholds, hi * 1000.0)
+            if bmin < h.min_bucket:
+                h.min_bucket = bmin
+            if bmax > h.max_bucket:
+                h.max_bucket = bmax
+        else:
+            for b in {bucket_of(thresholds, c * 1000.0) for c in values}:
+                if weights[b] >= eps:
+                    if b < h.min_bucket:
+                        h.min_bucket = b
+                    if b > h.max_bucket:
+                        h.max_bucket = b
+        n = len(values)
+        self.total_samples_count += n
+        self.last_sample_ts = ts
+        if self.first_sample_ts is None or ts < self.first_sample_ts:
+            self.first_sample_ts = ts
+        return n
+
+    # -- memory ----------------------------------------------------------------------------------
+
+    def add_memory_sample(self, ts: float, bytes_: int, cfg: VpaConfig, *, pod: str = "") -> bool:
+        """Add a memory usage sample (bytes) of ``pod`` taken at ``ts``; True if accepted.
+
+        Reference 2.4: one peak per pod per memory aggregation interval, stored in the histogram
+        at the window's end; a sample older than the pod's last accepted one is dropped.
+        """
+        if not bytes_ >= 0:
+            return False
+        window = self._window(pod, float(ts), cfg)
+        return self._add_memory_peak(window, float(ts), _amount(float(bytes_)), False, cfg)
+
+    def record_oom(self, ts: float, memory_bytes: int, cfg: VpaConfig, *, pod: str = "", max_memory: int = 0) -> bool:
+        """Record an OOM kill at ``ts``; ``memory_bytes`` is the container's memory request then.
+
+        (Upstream's OOM observer passes the request for OOMKilled container statuses and the
+        reported usage for kubelet eviction events; either goes in ``memory_bytes``.)
+
+        Reference 2.5 / VPA: model/container.go RecordOOM.  Dropped if ``ts`` is before the start
+        of the pod's open window (WindowEnd - interval).  memoryUsed = max(request, the window's
+        usage peak) (not the OOM peak, to avoid runaway growth); the artificial sample is
+        max(memoryUsed + oom_min_bump_up_bytes, memoryUsed x oom_bump_up_ratio), fed into the peak
+        logic as an OOM sample.  ``max_memory`` (> 0) is upstream's newer per-container cap on
+        memoryUsed and the bump (0: no cap).  Returns True if the OOM was recorded.
+        """
+        ts = float(ts)
+        window = self._window(pod, ts, cfg)
+        interval = cfg.memory_aggregation_interval
+        if window.end is not None and ts < window.end - interval:
+            return False
+        request = _amount(float(memory_bytes))
+        memory_used = max(request, window.memory_peak)
+        if max_memory > 0 and memory_used > max_memory:
+            memory_used = max_memory
+        memory_needed = max(
+            memory_used + _amount(cfg.oom_min_bump_up_bytes), _scale(memory_used, cfg.oom_bump_up_ratio)
+        )
+        if max_memory > 0 and memory_needed > max_memory:
+            memory_needed = max_memory
+        return self._add_memory_peak(window, ts, memory_needed, True, cfg)
+
+    def _window(self, pod: str, ts: float, cfg: VpaConfig) -> _MemoryWindow:
+        window = self.windows.get(pod)
+        if window is None:
+            # Pods come and go; upstream forgets a pod's ContainerState when the pod is deleted.
+            # Tandem cannot see deletions, so it forgets windows that ended more than one interval
+            # before this sample without being extended (the pod has been silent since).
+            horizon = ts - cfg.memory_aggregation_interval
+            stale = [p for p, w in self.windows.items() if w.end is not None and w.end <= horizon]
+            for p in stale:
+                del self.windows[p]
+            window = self.windows[pod] = _MemoryWindow()
+        return window
+
+    def _add_memory_peak(self, window: _MemoryWindow, ts: float, usage: int, is_oom: bool, cfg: VpaConfig) -> bool:
+        # VPA: model/container.go addMemorySample.  OOM samples are always processed.
+        if not is_oom and window.last_ts is not None and ts < window.last_ts:
+            return False
+        window.last_ts = ts
+        if window.end is None:  # the first sample opens the window
+            window.end = ts
+        half_life = cfg.memory_histogram_decay_half_life
+        add_new_peak = False
+        if ts < window.end:
+            old_peak = max(window.memory_peak, window.oom_peak)
+            if old_peak != 0 and usage > old_peak:
+                self.memory.subtract_sample(float(old_peak), 1.0, window.end, half_life)
+                add_new_peak = True
+        else:
+            # Shift by whole intervals so that the window passes ts:
+            # shift = (ts - WindowEnd).Truncate(interval) + interval.
+            interval = cfg.memory_aggregation_interval
+            window.end += math.floor((ts - window.end) / interval) * interval + interval
+            window.memory_peak = 0
+            window.oom_peak = 0
+            add_new_peak = True
+        if add_new_peak:
+            self.memory.add_sample(float(usage), 1.0, window.end, half_life)
+            if is_oom:
+                window.oom_peak = usage
+            else:
+                window.memory_peak = usage
+        return True
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def is_expired(self, now: float, cfg: VpaConfig) -> bool:
+        """VPA: model/aggregate_container_state.go isExpired - no CPU sample for a whole window.
+
+        Upstream garbage-collects such aggregates (hourly); :func:`recommend` skips them and the
+        caller may drop them from its table.  An aggregate without samples never expires here
+        (upstream ages those from their creation time, which tandem does not track).
+        """
+        last = self.last_sample_ts
+        return last is not None and now - last >= cfg.memory_aggregation_window_length
+
+    def merge(self, other: ContainerState, cfg: VpaConfig) -> None:
+        """Add ``other`` into this aggregate (VPA: aggregate_container_state.go MergeContainerState).
+
+        Histograms are added after aligning reference times; first = earliest, last = latest,
+        counts summed.  Memory windows are per-pod state and are not merged.
+        """
+        self.cpu.merge(other.cpu, cfg.cpu_histogram_decay_half_life)
+        self.memory.merge(other.memory, cfg.memory_histogram_decay_half_life)
+        if self.first_sample_ts is None or (
+            other.first_sample_ts is not None and other.first_sample_ts < self.first_sample_ts
+        ):
+            self.first_sample_ts = other.first_sample_ts
+        if other.last_sample_ts is not None and (
+            self.last_sample_ts is None or other.last_sample_ts > self.last_sample_ts
+        ):
+            self.last_sample_ts = other.last_sample_ts
+        self.total_samples_count += other.total_samples_count
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON: ``{"v": 1, "cpu": {...}, "mem": {...}, "first", "last", "n", "win": {pod: [...]}}``."""
+        out: dict[str, Any] = {
+            "v": 1,
+            "cpu": self.cpu.to_dict(),
+            "mem": self.memory.to_dict(),
+            "first": self.first_sample_ts,
+            "last": self.last_sample_ts,
+            "n": self.total_samples_count,
+        }
+        if self.windows:
+            out["win"] = {pod: w.to_list() for pod, w in self.windows.items()}
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ContainerState:
+        if not isinstance(data, Mapping) or data.get("v") != 1:
+            raise ValueError("container state: expected a mapping with format version 'v': 1")
+        s = cls()
+        s.cpu = DecayingHistogram.from_dict(data.get("cpu") or {}, CPU_HISTOGRAM_OPTIONS)
+        s.memory = DecayingHistogram.from_dict(data.get("mem") or {}, MEMORY_HISTOGRAM_OPTIONS)
+        first, last = data.get("first"), data.get("last")
+        s.first_sample_ts = None if first is None else _finite(first, "first")
+        s.last_sample_ts = None if last is None else _finite(last, "last")
+        n = data.get("n", 0)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError("container state: 'n' must be an int >= 0")
+        s.total_samples_count = n
+        windows = data.get("win") or {}
+        if not isinstance(windows, Mapping):
+            raise ValueError("container state: 'win' must be a mapping")
+        s.windows = {str(pod): _MemoryWindow.from_list(w) for pod, w in windows.items()}
+        return s
+
+    def copy(self) -> ContainerState:
+        return ContainerState.from_dict(self.to_dict())
+
+
+def merge_states(states: Iterable[ContainerState], cfg: VpaConfig) -> ContainerState:
+    """One aggregate from several (VPA: AggregateStateByContainerName): e.g. all label sets of a
+    container name matched by one VPA.  The inputs are not modified."""
+    merged = ContainerState()
+    for s in states:
+        merged.merge(s, cfg)
+    return merged
