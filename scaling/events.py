@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal, NamedTuple
 
 from .errors import InvalidEvent
@@ -75,8 +76,17 @@ class Qty:
 
     @classmethod
     def of(cls, value: object) -> Qty:
+        if type(value) is str:
+            return _qty_of_text(value)
         milli = parse_quantity(value)
         return cls(milli, value if isinstance(value, str) else _number_text(value))
+
+
+@lru_cache(maxsize=4096)
+def _qty_of_text(text: str) -> Qty:
+    """``Qty.of`` a string, remembered: every workload event repeats the same few request and limit
+    strings, and a ``Qty`` is frozen, so one instance serves them all."""
+    return Qty(parse_quantity(text), text)
 
 
 def _number_text(value: object) -> str:

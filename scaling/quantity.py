@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 from decimal import ROUND_CEILING, Decimal
+from functools import lru_cache
 
 __all__ = [
     "MAX_MILLI",
@@ -52,6 +53,8 @@ def parse_quantity(value: object) -> int:
     base units (cores, bytes).  Raises ``ValueError`` with a reason for anything else, for
     negative values and for values beyond int64.
     """
+    if type(value) is str:
+        return _parse_text(value)
     if isinstance(value, bool):
         raise ValueError("expected a quantity, got a boolean")
     if isinstance(value, int):
@@ -64,6 +67,18 @@ def parse_quantity(value: object) -> int:
         number = parse_decimal(value)
     else:
         raise ValueError(f"expected a quantity string or number, got {type(value).__name__}")
+    return _milli(value, number)
+
+
+@lru_cache(maxsize=4096)
+def _parse_text(text: str) -> int:
+    """:func:`parse_quantity` of a string, remembered: streams and policies repeat a handful of
+    quantity strings (``"500m"``, ``"1Gi"``) on every event, and the ``Decimal`` parse is the cost.
+    Errors are not remembered (``lru_cache`` does not keep exceptions), so they stay exact."""
+    return _milli(text, parse_decimal(text))
+
+
+def _milli(value: object, number: Decimal) -> int:
     if number < 0:
         raise ValueError(f"{value!r} is negative")
     milli = int((number * 1000).to_integral_value(rounding=ROUND_CEILING))
