@@ -154,6 +154,31 @@ def _check_int(value: object, name: str, lo: int) -> int:
     return value
 
 
+#: The parsed specs of the HPA templates seen lately, by the identity of the raw ones.  A policy's
+#: template is parsed once and handed over on every tick (tandem's own HPA runs every 15 s per
+#: workload), so parsing it again each time was a fifth of the recommender's cost.  Only tuples are
+#: remembered: the raw specs are parsed policy manifests, never changed once parsed, and the entry
+#: keeps them alive, so an ``id`` cannot be reused while it is here.
+_PARSED: dict[tuple[int, int], tuple[object, object, list[MetricSpec], Behavior | None]] = {}
+_PARSED_MAX = 1024
+
+
+def _parsed_spec(
+    spec_metrics: Sequence[Mapping[str, Any]] | None, behavior: Mapping[str, Any] | None
+) -> tuple[list[MetricSpec], Behavior | None]:
+    key = (id(spec_metrics), id(behavior))
+    hit = _PARSED.get(key)
+    if hit is not None and hit[0] is spec_metrics and hit[1] is behavior:
+        return hit[2], hit[3]
+    metric_specs = parse_metrics(spec_metrics)
+    rules = parse_behavior(behavior)
+    if type(spec_metrics) is tuple:
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[key] = (spec_metrics, behavior, metric_specs, rules)
+    return metric_specs, rules
+
+
 def recommend(
     spec_metrics: Sequence[Mapping[str, Any]] | None,
     behavior: Mapping[str, Any] | None,
@@ -186,8 +211,7 @@ def recommend(
         raise ValueError(f"min_replicas: {min_replicas} is greater than max_replicas {max_replicas}")
     if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
         raise ValueError(f"now: must be a finite time, got {now!r}")
-    metric_specs = parse_metrics(spec_metrics)
-    rules = parse_behavior(behavior)
+    metric_specs, rules = _parsed_spec(spec_metrics, behavior)
 
     new_state = state.copy()
     # HPA: recordInitialRecommendation -- the first sight of an HPA seeds its history.
