@@ -233,24 +233,26 @@ def own_vpa(
     cfg = settings.vpa_config
     last_run = rec.get("vpa_run")
     raw: dict[str, Any] | None = rec.get("vpa_last")
+    fresh: dict[str, dict[str, dict[str, Qty]]] | None = None
     if last_run is None or tick - last_run >= cfg.recommender_interval or raw is None:
         rec["vpa_run"] = tick
         recs = vpa_rec.recommend(_vpa_states(state), tick, cfg, tmpl.policies)
         if not recs:
             return None, None
+        fresh = {
+            c: {
+                part: {res: _own_qty(res, v) for res, v in sorted(getattr(r, part).items())}
+                for part in ("target", "lower_bound", "upper_bound", "uncapped_target")
+            }
+            for c, r in sorted(recs.items())
+        }
         raw = {
             "type": "vpa",
             "ts": tick,
             "workload": spec.workload.as_dict(),
             "containers": {
-                c: {
-                    part: {
-                        res: format_quantity(res, v if res == "cpu" else v * 1000)
-                        for res, v in sorted(getattr(r, part).items())
-                    }
-                    for part in ("target", "lower_bound", "upper_bound", "uncapped_target")
-                }
-                for c, r in sorted(recs.items())
+                c: {part: {res: q.text for res, q in values.items()} for part, values in parts.items()}
+                for c, parts in fresh.items()
             },
             "conditions": [{"type": "RecommendationProvided", "status": "True"}],
             "source": "tandem",
@@ -260,18 +262,27 @@ def own_vpa(
         published = None
     assert raw is not None
     cached: tuple[Any, VpaEvent] | None = state._typed.get("vpa_own")
-    if cached is not None and cached[0] is raw["containers"]:
-        # between recommender runs the same recommendation holds; only its time moves
+    if cached is not None and cached[0] == raw["containers"]:
+        # between recommender runs, or when a run gives the same figures, the same recommendation
+        # holds; only its time moves
         return replace(cached[1], ts=tick), published
-    containers = {
-        c: VpaRecommendation(
-            **{part: {res: Qty.of(text) for res, text in values.items()} for part, values in r.items()}
-        )
-        for c, r in raw["containers"].items()
-    }
+    if fresh is None:  # the recommendation was restored with the state: read its text back
+        fresh = {
+            c: {part: {res: Qty.of(text) for res, text in values.items()} for part, values in r.items()}
+            for c, r in raw["containers"].items()
+        }
+    containers = {c: VpaRecommendation(**parts) for c, parts in fresh.items()}
     event = VpaEvent(tick, spec.workload, containers, tuple(raw["conditions"]), "tandem")
     state._typed["vpa_own"] = (raw["containers"], event)
     return event, published
+
+
+def _own_qty(resource: str, amount: int) -> Qty:
+    """A recommended amount (millicores, bytes) as the ``Qty`` its text reads back as: the text
+    holds whole millicores or whole bytes, so it parses to exactly these milli-units and the own
+    VPA need not parse what it has just written."""
+    milli = amount if resource == "cpu" else amount * 1000
+    return Qty(milli, format_quantity(resource, milli))
 
 
 def _changed(rec: dict[str, Any], slot: str, raw: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any] | None:
