@@ -1,12 +1,14 @@
 """Per-workload tick cost and replay rate, old and new side by side (issue 17).
 
-    python bench/bench_tick.py --base <git ref> [--rounds 5] [--ticks 1500]
+    python bench/bench_tick.py --base <git ref> [--new <git ref>] [--rounds 5] [--ticks 1500]
 
 Why side by side: the machine is shared and noisy, so a figure measured today cannot be compared
 with one measured yesterday.  This script extracts the tree at ``--base`` (``git archive``) into a
-temporary directory and, round after round, runs the same measurement in a fresh subprocess on the
-old tree and on this one, alternating which goes first; each case reports the median of the
-per-round old/new ratios (a pair shares the machine's state of the moment) and the median times.
+temporary directory (``--new`` likewise, else this working tree is the new one) and, round after
+round, runs the same measurement in a fresh subprocess on the old tree and on the new one,
+alternating which goes first; each case reports the median of the per-round new/old ratios (a pair
+shares the machine's state of the moment) and the median figures.  Times are CPU time, the best of
+three runs inside each subprocess.
 Each child also hashes what the core emitted, so the table says whether old and new produced the
 same bytes.
 
@@ -228,6 +230,7 @@ def run_child(case: str, tree: Path, ticks: int) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", default="main", help="git ref of the old tree (default: main)")
+    ap.add_argument("--new", help="git ref of the new tree (default: this working tree)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--ticks", type=int, default=1500, help="ticks per measurement (simulate, recorded)")
     ap.add_argument("--cases", default="simulate,recorded,replay")
@@ -242,12 +245,16 @@ def main() -> None:
         ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], check=True, capture_output=True, text=True
     ).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="bench-tick-") as tmp:
-        old_tree = Path(tmp)
+        old_tree = Path(tmp) / "old"
         old_commit = extract(args.base, old_tree)
+        new_tree = ROOT
+        if args.new:
+            new_tree = Path(tmp) / "new"
+            new_commit = extract(args.new, new_tree)
         results: dict[str, dict[str, list[dict[str, Any]]]] = {c: {"old": [], "new": []} for c in cases}
         for r in range(args.rounds):
             for case in cases:
-                order = [("old", old_tree), ("new", ROOT)]
+                order = [("old", old_tree), ("new", new_tree)]
                 if r % 2:
                     order.reverse()
                 for side, tree in order:
@@ -258,7 +265,8 @@ def main() -> None:
         f"{os.cpu_count()} cpus (shared, not pinned), Python {sys.version.split()[0]}"
     )
     print(f"command: python bench/bench_tick.py {' '.join(sys.argv[1:])}")
-    print(f"old: {args.base} ({old_commit}); new: this tree ({new_commit}); {args.rounds} rounds, pairs alternated")
+    new_name = args.new or "this tree"
+    print(f"old: {args.base} ({old_commit}); new: {new_name} ({new_commit}); {args.rounds} rounds, pairs alternated")
     print()
     print("| case | old | new | new/old (median of pairs) | same output |")
     print("|---|---|---|---|---|")
