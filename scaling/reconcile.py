@@ -149,25 +149,24 @@ def _reconcile(state: WorkloadState, tick: float, settings: Settings) -> list[Em
     )
     memory = state.memory.setdefault(policy.kind, {})
     outcome = policy.decide(view, memory)
-    event = _to_cloudevent(ref, tick, policy, outcome, spec)
-    if event is None:
+    found = _event_data(ref, tick, policy, outcome, spec)
+    if found is None:
         state.last_blocked = None
         return emitted
-    if event["type"] == BLOCKED:
+    type_, data = found
+    if type_ == BLOCKED:
         # A blocked change is reported when it starts or changes, not on every tick it persists.
         # Same targets blocked for the same reasons is no news, even if the wanted values moved.
         fingerprint = event_id(
             BLOCKED,
-            {
-                "blocked": [[b["target"], b["reason"]] for b in event["data"]["blocked"]],
-                "policy": event["data"]["policy"],
-            },
+            {"blocked": [[b["target"], b["reason"]] for b in data["blocked"]], "policy": data["policy"]},
         )
         if fingerprint == state.last_blocked:
-            return emitted
+            return emitted  # no envelope built (sha256 id, time) for what is not written
         state.last_blocked = fingerprint
-        return [*emitted, ("audit", event)]
+        return [*emitted, ("audit", cloudevent(BLOCKED, ref.cluster, ref.key, tick, data))]
     state.last_blocked = None
+    event = cloudevent(DECISION, ref.cluster, ref.key, tick, data)
     if not outcome.dry_run:
         state.assume_applied(tick, outcome.replicas, outcome.requests, outcome.limits)
     return [*emitted, ("audit", event)]
@@ -177,9 +176,10 @@ def _series_sample(key: tuple[str, str | None], value: float) -> SeriesSample:
     return SeriesSample(key[0], value, key[1])
 
 
-def _to_cloudevent(
+def _event_data(
     ref: WorkloadRef, tick: float, policy: Policy, outcome: Outcome, spec: WorkloadEvent
-) -> dict[str, Any] | None:
+) -> tuple[str, dict[str, Any]] | None:
+    """The audit event's type and ``data`` for this outcome, or ``None`` when there is no news."""
     data: dict[str, Any] = {
         "workload": ref.as_dict(),
         "tick": tick,
@@ -224,4 +224,4 @@ def _to_cloudevent(
     data["inputs"] = outcome.inputs
     if not changed and not outcome.blocked:
         return None
-    return cloudevent(DECISION if changed else BLOCKED, ref.cluster, ref.key, tick, data)
+    return (DECISION if changed else BLOCKED), data
