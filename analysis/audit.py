@@ -172,16 +172,34 @@ def _decode(raw: bytes, seq: int) -> AuditEvent:
 
 def read_file(path: str, err: IO[str] | None = None) -> list[AuditEvent]:
     """The CloudEvents of an audit file in file order; bad lines are reported on ``err`` and skipped."""
-    from streams.inputs import iter_lines
+    from streams.inputs import BrokenStream, iter_lines
 
     err = err if err is not None else sys.stderr
     out: list[AuditEvent] = []
-    for lineno, line in iter_lines(path):
-        try:
-            out.append(_decode(line, len(out)))
-        except ValueError as exc:
-            err.write(f"{path}:{lineno}: {exc}\n")
+    held: list[str] = []  # bad lines before the first CloudEvent: told only if the file is an audit file
+    try:
+        for lineno, line in iter_lines(path):
+            try:
+                out.append(_decode(line, len(out)))
+            except ValueError as exc:
+                (held.append if not out else err.write)(f"{path}:{lineno}: {exc}\n")
+                continue
+            if held:
+                err.write("".join(held))
+                held.clear()
+    except BrokenStream as exc:
+        (held.append if not out else err.write)(f"{path}:{exc.lineno}: {exc}\n")
+    if held and not out:
+        raise NotAnAuditFile(
+            f"{path}: no CloudEvent in {len(held)} line(s), so not an audit file; make one with "
+            "`tandem replay STREAM --policy FILE --out audit.jsonl` (or read the audit topic with --broker)"
+        )
+    err.write("".join(held))
     return out
+
+
+class NotAnAuditFile(ValueError):
+    """A file with lines but not one CloudEvent (an input stream, say): one line, not one per line."""
 
 
 async def _partitions(bootstrap: str, topic: str, timeout: float) -> list[int]:
@@ -507,16 +525,18 @@ def _add_source_options(p: argparse.ArgumentParser) -> None:
 
 
 def _read(args: argparse.Namespace, prog: str) -> list[AuditEvent] | int:
-    from pathlib import Path
+    from streams.inputs import UsageError, check_stream
 
     if args.file is not None and args.broker:
         print(f"{prog}: give a FILE or --broker, not both", file=sys.stderr)
         return 2
     if args.file is not None:
-        if args.file != "-" and not Path(args.file).is_file():
-            print(f"{prog}: {args.file}: no such file", file=sys.stderr)
+        try:
+            check_stream(args.file)
+            return read_file(args.file)
+        except (UsageError, NotAnAuditFile) as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
             return 2
-        return read_file(args.file)
     broker = args.broker or DEFAULT_BROKER
     topic = args.topic or f"{args.topic_prefix}audit"
     try:

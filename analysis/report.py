@@ -172,7 +172,7 @@ def collect(
     from scaling.engine import Engine
     from scaling.events import HpaEvent, MetricEvent, PolicyEvent, VpaEvent, WorkloadEvent
     from scaling.quantity import parse_quantity
-    from streams.replay import ReplayStats, read_events
+    from streams.replay import ReplayStats, no_policy_warning, read_events
 
     err = err if err is not None else sys.stderr
     data = ReportData(from_stream=bool(stream_paths), inputs=[*stream_paths, *audit_paths])
@@ -255,6 +255,9 @@ def collect(
                 if lo is not None:
                     w.bounds.append((event.ts, lo, hi))
         emitted(engine.flush())
+        warning = no_policy_warning(engine)
+        if warning is not None:
+            report(f"tandem report: {warning}")
         if events:
             data.t0, data.t1 = events[0][0], events[-1][0]
 

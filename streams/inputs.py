@@ -5,16 +5,20 @@ from __future__ import annotations
 import gzip
 import io
 import sys
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import yaml
 
+from scaling.errors import InvalidEvent
 from scaling.settings import Settings
 
 __all__ = [
+    "BrokenStream",
     "UsageError",
+    "check_stream",
     "iter_lines",
     "load_command_inputs",
     "load_core_settings",
@@ -24,25 +28,127 @@ __all__ = [
 ]
 
 
+#: The first bytes of every gzip member (RFC 1952 section 2.3.1).
+_GZIP_MAGIC = b"\x1f\x8b"
+#: How much of a stream file is looked at before reading it: enough for a first line.
+_SNIFF = 1 << 16
+
+
+class UsageError(Exception):
+    """A missing file, or a settings or policy file tandem cannot use: the command exits 2."""
+
+
+class BrokenStream(InvalidEvent):
+    """A stream file that stops being readable part-way (a truncated or corrupt gzip, an I/O error).
+
+    Raised by :func:`iter_lines` in place of the line it could not read, as a bad line is:
+    ``FILE:LINE: why``; the lines before it were read and stand.
+    """
+
+    def __init__(self, lineno: int, reason: str) -> None:
+        super().__init__("", reason)
+        self.lineno = lineno
+
+
+def _why_unreadable(path: str, exc: BaseException) -> str:
+    """One line saying why ``path`` cannot be read: no traceback, no errno noise."""
+    if isinstance(exc, FileNotFoundError):
+        return f"{path}: no such file"
+    if isinstance(exc, IsADirectoryError):
+        return f"{path}: is a directory, not a file"
+    if isinstance(exc, PermissionError):
+        return f"{path}: cannot be read (permission denied)"
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        return f"{path}: not valid YAML: line {mark.line + 1} column {mark.column + 1}: {exc.problem or exc.context}"
+    if isinstance(exc, yaml.YAMLError):
+        return f"{path}: not valid YAML: {exc}"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); is it a binary file?"
+    return f"{path}: {_stream_reason(exc)}"
+
+
+def _gzip_reason(exc: BaseException) -> str:
+    if isinstance(exc, EOFError):
+        return "the gzip data ends early (a truncated file?)"
+    return f"corrupt gzip data ({exc})"
+
+
+def _is_gzip(path: Path) -> bool:
+    with path.open("rb") as fh:
+        return fh.read(2) == _GZIP_MAGIC
+
+
 def open_input(path: str) -> IO[bytes]:
-    """Open a recorded stream; ``-`` is stdin, ``.gz`` is decompressed.  Missing -> FileNotFoundError."""
+    """Open a recorded stream; ``-`` is stdin; gzip data (by its magic bytes) is decompressed.
+
+    Pipes and process substitutions (``<(zcat x.gz)``) are read as they come.  Raises
+    :class:`OSError` (``FileNotFoundError``, ``IsADirectoryError``...) for a file that cannot be opened.
+    """
     if path == "-":
         return sys.stdin.buffer
     p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(path)
-    if p.suffix == ".gz":
+    if p.is_dir():
+        raise IsADirectoryError(21, "Is a directory", path)
+    if not p.exists():
+        raise FileNotFoundError(2, "No such file", path)
+    if p.is_file() and _is_gzip(p):
         return io.BufferedReader(gzip.open(p, "rb"))  # type: ignore[arg-type]
     return p.open("rb")
 
 
+def check_stream(path: str) -> None:
+    """Refuse, before anything runs, a stream file that cannot be read at all.
+
+    A missing file, a directory, an unreadable file, gzip data that breaks before its first line,
+    or binary data (a NUL byte: JSON text never holds one unescaped) raise :class:`UsageError` with
+    one line that says which.  Only regular files are looked into: reading a pipe would consume it.
+    """
+    if path == "-":
+        return
+    p = Path(path)
+    try:
+        if p.exists() and not p.is_dir() and not p.is_file():
+            return  # a pipe (opening it would wait for a writer) or a device
+        head = b""
+        with open_input(path) as fh:
+            while len(head) < _SNIFF:
+                line = fh.readline(_SNIFF)
+                if not line:
+                    break
+                head += line
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        if b"\n" not in head:  # else a later line is where it breaks: the bad-line path says so
+            raise UsageError(_why_unreadable(path, exc)) from None
+    except OSError as exc:
+        raise UsageError(_why_unreadable(path, exc)) from None
+    if b"\x00" in head:
+        raise UsageError(f"{path}: binary data, not JSON Lines (a NUL byte near the start)")
+
+
 def iter_lines(path: str) -> Iterator[tuple[int, bytes]]:
-    """Yield ``(line number, line)`` for the non-blank lines of a stream file."""
+    """Yield ``(line number, line)`` for the non-blank lines of a stream file.
+
+    If the file breaks part-way (truncated gzip, corrupt data, an I/O error), :class:`BrokenStream`
+    is raised for the line that could not be read, after every line before it was yielded.
+    """
     with open_input(path) as fh:
-        for n, line in enumerate(fh, 1):
-            line = line.strip()
-            if line:
-                yield n, line
+        n = 0
+        try:
+            for n, line in enumerate(fh, 1):
+                line = line.strip()
+                if line:
+                    yield n, line
+        except (OSError, EOFError, zlib.error) as exc:
+            raise BrokenStream(n + 1, f"{_stream_reason(exc)}; nothing from here on could be read") from None
+
+
+def _stream_reason(exc: BaseException) -> str:
+    if isinstance(exc, EOFError | gzip.BadGzipFile | zlib.error):
+        return _gzip_reason(exc)
+    if isinstance(exc, OSError):
+        return f"cannot be read ({exc.strerror or exc})"
+    return str(exc)
 
 
 def load_yaml_file(path: str) -> list[Any]:
@@ -68,10 +174,6 @@ def load_manifests(path: str) -> list[dict[str, Any]]:
     return docs
 
 
-class UsageError(Exception):
-    """A missing file, or a settings or policy file tandem cannot use: the command exits 2."""
-
-
 def load_command_inputs(
     files: list[str], policy_paths: list[str], config: str | None, cluster: str | None, sync_period: float | None
 ) -> tuple[Any, list[dict[str, Any]]]:
@@ -81,11 +183,9 @@ def load_command_inputs(
     field); raises :class:`UsageError` with the message to print.
     """
     from scaling.engine import policy_event
-    from scaling.errors import InvalidEvent
 
-    for path in [*files, *policy_paths]:
-        if path != "-" and not Path(path).is_file():
-            raise UsageError(f"{path}: no such file")
+    for path in files:
+        check_stream(path)
     try:
         settings = load_core_settings(config, cluster, sync_period)
     except (OSError, ValueError) as exc:
@@ -95,7 +195,9 @@ def load_command_inputs(
         try:
             docs = load_manifests(path)
         except (OSError, ValueError, yaml.YAMLError) as exc:
-            raise UsageError(f"{path}: {exc}") from None
+            raise UsageError(_why_unreadable(path, exc)) from None
+        if not docs:
+            raise UsageError(f"{path}: no policy manifest in this file (expected Hvpa, Tortoise or CustomHpa)")
         for doc in docs:
             try:
                 policy_event(doc, settings.cluster)
@@ -106,12 +208,27 @@ def load_command_inputs(
 
 
 def load_core_settings(config: str | None, cluster: str | None, sync_period: float | str | None) -> Settings:
-    """The decision core's settings: ``--config`` YAML plus the ``--cluster``/``--sync-period`` overrides."""
+    """The decision core's settings: ``--config`` YAML plus the ``--cluster``/``--sync-period`` overrides.
+
+    Every error is a :class:`ValueError` whose text names the file (or the option) it is about.
+    """
     raw: dict[str, Any] = {}
     if config:
-        docs = load_yaml_file(config)
+        try:
+            docs = load_yaml_file(config)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise ValueError(_why_unreadable(config, exc)) from None
         if len(docs) != 1 or not isinstance(docs[0], dict):
             raise ValueError(f"{config}: expected one mapping of settings")
         raw = docs[0]
-    period = float(sync_period) if sync_period is not None else None
-    return Settings.from_mapping(raw, cluster=cluster, sync_period=period)
+    try:
+        period = float(sync_period) if sync_period is not None else None
+    except ValueError:
+        raise ValueError(f"--sync-period: {sync_period!r} is not a number of seconds") from None
+    try:
+        return Settings.from_mapping(raw, cluster=cluster, sync_period=period)
+    except InvalidEvent as exc:
+        options = {"cluster": cluster, "sync_period": period}
+        if options.get(exc.field) is not None:
+            raise ValueError(f"--{exc.field.replace('_', '-')}: {exc.reason}") from None
+        raise ValueError(f"{config}: {exc}" if config else str(exc)) from None

@@ -21,9 +21,9 @@ from scaling.events import Event
 from scaling.reconcile import Emitted
 from scaling.settings import Settings
 from schemas.codec import decode, encode
-from streams.inputs import iter_lines
+from streams.inputs import BrokenStream, iter_lines
 
-__all__ = ["ReplayStats", "StrictError", "read_events", "replay"]
+__all__ = ["ReplayStats", "StrictError", "no_policy_warning", "read_events", "replay"]
 
 
 class StrictError(Exception):
@@ -102,22 +102,55 @@ def read_events(
     seq = 0
     for path in paths:
         stats.files += 1
-        for lineno, line in iter_lines(path):
-            stats.read += 1
-            try:
-                raw, event = decode(line)
-            except InvalidEvent as exc:
-                stats.rejected += 1
-                msg = f"{path}:{lineno}: {exc}"
-                if strict:
-                    raise StrictError(msg) from None
-                report(msg)
-                continue
-            events.append((event.ts, seq, (path, lineno, raw), event))
-            seq += 1
-            if progress is not None and seq % 4096 == 0:
-                progress.update(seq, "reading")
+        try:
+            for lineno, line in iter_lines(path):
+                stats.read += 1
+                try:
+                    raw, event = decode(line)
+                except InvalidEvent as exc:
+                    stats.rejected += 1
+                    msg = f"{path}:{lineno}: {exc}"
+                    if strict:
+                        raise StrictError(msg) from None
+                    report(msg)
+                    continue
+                events.append((event.ts, seq, (path, lineno, raw), event))
+                seq += 1
+                if progress is not None and seq % 4096 == 0:
+                    progress.update(seq, "reading")
+        except BrokenStream as exc:
+            # A truncated or corrupt file: the lines before stand, the break is one bad line.
+            stats.rejected += 1
+            msg = f"{path}:{exc.lineno}: {exc}"
+            if strict:
+                raise StrictError(msg) from None
+            report(msg)
     return events
+
+
+def no_policy_warning(engine: Engine) -> str | None:
+    """The warning when no workload has a policy: nothing can be decided, so say why and how to fix it.
+
+    When ``--policy`` manifests were given but all target workloads that are not in the stream,
+    the warning names both sides (a wrong cluster or namespace is the usual cause).
+    """
+    if not engine.states or any("policy" in st.raw for st in engine.states.values()):
+        return None
+    seen = sorted(engine.states)
+    shown = ", ".join(seen[:5]) + (f" and {len(seen) - 5} more" if len(seen) > 5 else "")
+    if engine.default_policies:
+        targets = sorted(engine.default_policies)
+        aimed = ", ".join(targets[:5]) + (f" and {len(targets) - 5} more" if len(targets) > 5 else "")
+        return (
+            f"warning: no decision can be made: the --policy manifests target {aimed}, "
+            f"none of which is in the stream (its workloads: {shown}); check their namespace, target "
+            "and cluster (annotation tandem.dev/cluster, or --cluster)"
+        )
+    return (
+        f"warning: no decision can be made: none of the {len(seen)} workload(s) has a policy ({shown}); "
+        "pass one with --policy FILE (Hvpa, Tortoise or CustomHpa manifests, see examples/policies.yaml) "
+        "or put policy events in the stream"
+    )
 
 
 def replay(
@@ -185,4 +218,7 @@ def replay(
     emit(engine.flush())
     bar.done()
     stats.workloads = len(engine.states)
+    warning = no_policy_warning(engine)
+    if warning is not None:
+        report(f"tandem replay: {warning}")
     return stats
