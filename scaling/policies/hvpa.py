@@ -19,6 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from ..errors import InvalidPolicy
@@ -492,25 +493,27 @@ def vpa_weight(intervals: Sequence[Interval], current: int, desired: int, min_r:
     The first interval containing the *current* replicas wins.  A weight-100 stage borrows: on
     scale-in the last fractional weight seen before it, on scale-out the next fractional one.
     """
-    last_fraction = Fraction(1)
+    last_fraction = _ONE
     found = False
     for iv in intervals:
         start = iv.start or min_r
         last = iv.last or max_r
+        w = iv.weight
+        fractional = w.numerator < w.denominator  # w < 1, without Fraction arithmetic
         if not found and start <= current <= last:
-            if iv.weight < 1:
-                return iv.weight
+            if fractional:
+                return w
             if desired < current:
                 return last_fraction
             if desired == current:
-                return Fraction(1)
+                return _ONE
             found = True  # scale-out from a 100 % stage: keep walking for the next fraction
             continue
-        if iv.weight < 1:
+        if fractional:
             if found:
-                return iv.weight
-            last_fraction = iv.weight
-    return Fraction(1) if found else Fraction(0)
+                return w
+            last_fraction = w
+    return _ONE if found else _ZERO
 
 
 def min_change_threshold(change: Change | None, current: int, resource: str) -> int:
@@ -659,16 +662,14 @@ class HvpaPolicy:
             # unconditionally"; otherwise the weights alone share the change (no HPA gate).
             limited = True
 
-        out.reasons.append(
-            f"hvpa: vpaWeight {_fmt_weight(weight, s.form)} at {current} replicas "
-            f"(hpaWeight {_fmt_weight(1 - weight, s.form)})"
-        )
+        vpa_text, hpa_text = _weight_texts(weight, s.form)
+        out.reasons.append(f"hvpa: vpaWeight {vpa_text} at {current} replicas (hpaWeight {hpa_text})")
         if override:
             out.reasons.append("hvpa: OOM kill since the last scaling overrides scale-up stabilization and minChange")
 
         horizontal = self._horizontal(view, out, current, desired, hpa is not None, weight, last_scale, override)
         # Seed modes other than weight-based apply whichever recommendation they pick whole.
-        v_weight = Fraction(1) if s.form == "seed" and s.mode != "WeightBased" else weight
+        v_weight = _ONE if s.form == "seed" and s.mode != "WeightBased" else weight
         vertical = self._vertical(view, out, vpa, current, v_weight, limited, last_scale, override)
         self._apply_mode(view, out, current, desired, horizontal, vertical, vpa)
 
@@ -704,16 +705,19 @@ class HvpaPolicy:
         axis = _Axis()
         if not s.controls_replicas or not has_hpa or desired == 0 or desired == current:
             return axis
-        hpa_weight = 1 - weight
-        exact = current + (desired - current) * hpa_weight
-        new = math.ceil(exact) if desired > current else math.floor(exact)
+        # current + (desired - current) x (1 - weight), ceil up / floor down, in integers: with
+        # weight = p/q the change is (desired - current)(q - p)/q, exactly.
+        q = weight.denominator
+        hpa_share = q - weight.numerator
+        change = (desired - current) * hpa_share
+        new = current + (-(-change // q) if desired > current else change // q)
         if s.form == "seed" and s.mode != "WeightBased":
             new = desired  # modes apply HPA's recommendation whole; _apply_mode decides whether
         if new == current:
             return axis
         axis.wanted_replicas = new
         now = view.tick
-        if hpa_weight == 0 and s.mode == "WeightBased":
+        if hpa_share == 0 and s.mode == "WeightBased":
             out.block("replicas", "Weight", new)
             return axis
         st = s.hpa_up if new > current else s.hpa_down
@@ -783,7 +787,7 @@ class HvpaPolicy:
                 lim = lim_q.milli if lim_q else 0
                 w = weight
                 if seed_up_full and target > req:
-                    w = Fraction(1)
+                    w = _ONE
                 delta = self._weighted_delta(res, target, req, w)
                 if target == req:
                     continue
@@ -851,9 +855,8 @@ class HvpaPolicy:
         the byte before it comes back as milli-bytes.
         """
         if res == "memory":
-            diff = bytes_of(target) - bytes_of(req)
-            return int(diff * w) * 1000  # int() truncates toward zero, as Go does
-        return int((target - req) * w)
+            return _trunc_times(bytes_of(target) - bytes_of(req), w) * 1000
+        return _trunc_times(target - req, w)
 
     def _apply_mode(
         self, view: View, out: Outcome, current: int, desired: int, horizontal: _Axis, vertical: _Axis, vpa: Any
@@ -920,6 +923,23 @@ class HvpaPolicy:
                 if abs(new - cur) > y or (lim is not None and target > lim.milli):
                     return True
         return False
+
+
+_ONE = Fraction(1)
+_ZERO = Fraction(0)
+
+
+def _trunc_times(amount: int, w: Fraction) -> int:
+    """trunc(amount x w) toward zero, as Go's integer conversion does, in integers (the same
+    value ``int(amount * w)`` gives, without building a ``Fraction``)."""
+    n = amount * w.numerator
+    return n // w.denominator if n >= 0 else -(-n // w.denominator)
+
+
+@lru_cache(maxsize=256)
+def _weight_texts(weight: Fraction, form: str) -> tuple[str, str]:
+    """The vpaWeight and hpaWeight as the reasons write them (a policy has a few weights)."""
+    return _fmt_weight(weight, form), _fmt_weight(1 - weight, form)
 
 
 def _fmt_weight(w: Fraction, form: str) -> str:
