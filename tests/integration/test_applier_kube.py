@@ -23,7 +23,8 @@ import orjson
 import pytest
 import yaml
 
-from edge.applier import LAST_DECISION, LAST_TICK, MANAGED, Applier, ApplierConfig, run
+from edge.applier import Applier, ApplierConfig, run
+from edge.checks import LAST_DECISION, LAST_TICK, MANAGED
 from edge.kube import DEPLOYMENTS, HPAS, POLICY_RESOURCES, STATEFULSETS, KubeError, Resource, request
 from scaling.cloudevents import APPLIED, APPLY_FAILED, DECISION, cloudevent
 from streams.settings import KafkaSettings

@@ -28,8 +28,9 @@ import pytest
 
 from cli.main import main as tandem
 from edge.applier import ApplierConfig
-from edge.collector import Collector, CollectorConfig, run
+from edge.collector import CollectorConfig, run
 from edge.kube import DEPLOYMENTS, HPAS, PODS, POLICY_RESOURCES, VPAS, request
+from edge.translate import Collector
 from ops.observability import Metrics
 from scaling.cloudevents import APPLIED, DECISION
 from scaling.engine import Engine

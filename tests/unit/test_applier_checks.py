@@ -12,17 +12,17 @@ from typing import Any
 import orjson
 import pytest
 
-from edge.applier import (
-    APPLIED,
-    APPLY_FAILED,
+from edge.applier import Applier, ApplierConfig, add_edge_metrics_options
+from edge.checks import (
     FIELD_MANAGER,
-    Applier,
-    ApplierConfig,
+    LAST_DECISION,
+    LAST_TICK,
+    MANAGED,
     Refusal,
-    add_edge_metrics_options,
     apply_patch,
     backoff_delays,
     check_decision,
+    check_marks,
     find_hpa,
     find_policy,
     hpa_patch,
@@ -31,7 +31,7 @@ from edge.applier import (
     policy_bounds,
     result_label,
 )
-from scaling.cloudevents import DECISION, cloudevent
+from scaling.cloudevents import APPLIED, APPLY_FAILED, DECISION, cloudevent
 from scaling.events import WorkloadRef
 from scaling.policies import parse_policy
 
@@ -514,3 +514,32 @@ def test_edge_metrics_options_default_to_the_charts_port_and_no_event_age_check(
     p = argparse.ArgumentParser()
     add_edge_metrics_options(p)
     assert p.parse_args([]).ready_max_event_age == 900.0
+
+
+# --- opt-in and idempotency bookkeeping ---------------------------------------------------------
+
+
+def test_check_marks_skips_a_workload_that_has_not_opted_in() -> None:
+    with pytest.raises(
+        Refusal,
+        match=r'^skipped: Deployment shop/web has not opted in \(annotation tandem.dev/managed: "true" is missing\)$',
+    ):
+        check_marks("Deployment shop/web", {MANAGED: "false"}, "d1", 10.0)
+
+
+def test_check_marks_calls_the_recorded_decision_a_repeat() -> None:
+    assert check_marks("Deployment shop/web", {MANAGED: "true", LAST_DECISION: "d1", LAST_TICK: "10.0"}, "d1", 10.0)
+
+
+def test_check_marks_refuses_a_decision_older_than_the_last_applied_one() -> None:
+    marks = {MANAGED: "true", LAST_DECISION: "d2", LAST_TICK: "20.0"}
+    with pytest.raises(
+        Refusal, match=r"^refused: stale decision: its tick 10.0 is older than the last applied decision's 20.0 \(d2\)$"
+    ):
+        check_marks("Deployment shop/web", marks, "d1", 10.0)
+
+
+def test_check_marks_lets_a_new_decision_through() -> None:
+    marks = {MANAGED: "true", LAST_DECISION: "d1", LAST_TICK: "10.0"}
+    assert check_marks("Deployment shop/web", marks, "d2", 20.0) is False
+    assert check_marks("Deployment shop/web", {MANAGED: "true", LAST_TICK: "junk"}, "d2", 5.0) is False
