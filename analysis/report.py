@@ -145,17 +145,16 @@ def _cores_or_bytes(res: str, milli: int) -> float:
 
 
 def _policy_bounds(manifest: Mapping[str, Any], ref: Any) -> tuple[int | None, int | None]:
+    """The policy's replica bounds (:meth:`Policy.bounds`), when it declares both."""
     from scaling.policies import parse_policy
 
     try:
-        pol = parse_policy(manifest, ref)
+        bounds = parse_policy(manifest, ref).bounds()
     except Exception:
         return None, None
-    for obj in (pol, getattr(pol, "spec", None)):
-        lo, hi = getattr(obj, "min_replicas", None), getattr(obj, "max_replicas", None)
-        if isinstance(lo, int) and isinstance(hi, int):
-            return lo, hi
-    return None, None
+    if bounds.min_replicas is None or bounds.max_replicas is None:
+        return None, None
+    return bounds.min_replicas, bounds.max_replicas
 
 
 def collect(

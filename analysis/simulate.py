@@ -164,7 +164,7 @@ def simulate_one(
     raw_policy["workload"] = ref.as_dict()
     raw_policy["ts"] = demand.points[0][0] if demand.points else 0.0
     policy = parse_policy(manifest, ref)
-    max_replicas: int | None = getattr(getattr(policy, "spec", None), "max_replicas", None)
+    max_replicas = policy.bounds().max_replicas
     sim = _Sim(
         demand.replicas,
         {c: dict(v) for c, v in demand.requests.items()},

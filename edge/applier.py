@@ -79,7 +79,7 @@ from edge.checks import (
     policy_bounds,
     result_label,
 )
-from edge.kube import HPAS, POLICY_RESOURCES, WORKLOAD_RESOURCES, KubeError, list_objects, request
+from edge.kube import HPAS, WORKLOAD_RESOURCES, KubeError, list_objects, policy_resources, request
 from scaling.cloudevents import APPLIED, APPLY_FAILED, DECISION, cloudevent, event_id
 from scaling.errors import InvalidEvent, InvalidPolicy
 from scaling.events import WorkloadRef, decode_workload_ref
@@ -285,7 +285,7 @@ class Applier:
 
         # Re-check against the policy found in this cluster.
         manifests: list[dict[str, Any]] = []
-        for pres in POLICY_RESOURCES:
+        for pres in policy_resources():
             try:
                 with self._kube(f"list_{pres.plural}"):
                     items, _ = list_objects(self.api, pres, ns)
@@ -310,7 +310,7 @@ class Applier:
         conditional = True  # the first write of the workload carries the resourceVersion read
 
         if data.get("hpa"):
-            hpa_name = getattr(getattr(policy, "spec", None), "hpa_name", None)
+            hpa_name = bounds.hpa_name
             with self._kube(f"list_{HPAS.plural}"):
                 hpas, _ = list_objects(self.api, HPAS, ns)
             hpa = find_hpa(hpas, ref, hpa_name)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -26,7 +26,7 @@ import orjson
 from scaling.cloudevents import APPLIED
 from scaling.errors import InvalidEvent, InvalidPolicy
 from scaling.events import WorkloadRef
-from scaling.policies import policy_target
+from scaling.policies import Bounds, ContainerBounds, Policy, policy_target
 from scaling.quantity import format_quantity, parse_quantity
 
 __all__ = [
@@ -65,60 +65,9 @@ class Refusal(Exception):
 # --- policy bounds (pure) ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class ContainerBounds:
-    minimum: Mapping[str, int] = field(default_factory=dict)  # milli-units
-    maximum: Mapping[str, int] = field(default_factory=dict)
-    mode: str | None = None
-    where: str = "containerPolicies"
-
-
-@dataclass(frozen=True, slots=True)
-class Bounds:
-    """What a decision must stay within, from the policy in the applier's own cluster."""
-
-    kind: str
-    name: str
-    min_replicas: int | None
-    max_replicas: int | None
-    vertical: bool = True  # may the policy change container resources at all?
-    containers: Mapping[str, ContainerBounds] = field(default_factory=dict)
-    min_name: str = "minAllowed"
-    max_name: str = "maxAllowed"
-
-    def container(self, name: str) -> ContainerBounds | None:
-        return self.containers.get(name) or self.containers.get("*")
-
-
-def policy_bounds(policy: Any) -> Bounds:
-    """The bounds of a parsed policy (:func:`scaling.policies.parse_policy`)."""
-    kind = getattr(policy, "kind", "")
-    spec = getattr(policy, "spec", None)
-    name = str(getattr(policy, "name", ""))
-    if kind == "Hvpa" and spec is not None:
-        containers = {
-            p.name: ContainerBounds(p.min_allowed, p.max_allowed, p.mode, f"containerPolicies[{p.name}]")
-            for p in spec.containers
-        }
-        return Bounds("Hvpa", name, spec.min_replicas, spec.max_replicas, True, containers)
-    if kind == "CustomHpa" and spec is not None:
-        return Bounds("CustomHpa", name, spec.min_replicas, spec.max_replicas, vertical=False)
-    if kind == "Tortoise" and spec is not None:
-        containers = {
-            c: ContainerBounds(b.min_allocated, b.max_allocated, None, f"resourcePolicy[{c}]")
-            for c, b in spec.resource_policy.items()
-        }
-        return Bounds(
-            "Tortoise",
-            name,
-            None,
-            spec.max_replicas,
-            True,
-            containers,
-            "minAllocatedResources",
-            "maxAllocatedResources",
-        )
-    raise Refusal(f"refused: policy kind {kind!r} has no known bounds")
+def policy_bounds(policy: Policy) -> Bounds:
+    """The bounds of a parsed policy (:func:`scaling.policies.parse_policy`), as it declares them."""
+    return policy.bounds()
 
 
 def count_to(change: object, where: str) -> int:

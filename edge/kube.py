@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from scaling.policies import kinds
+
 __all__ = [
     "DEPLOYMENTS",
     "HPAS",
@@ -38,6 +40,7 @@ __all__ = [
     "Resource",
     "api_client",
     "list_objects",
+    "policy_resources",
     "request",
     "selector_matches",
     "served",
@@ -80,13 +83,16 @@ PODS = Resource("", "v1", "pods", "Pod")
 HPAS = Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 VPAS = Resource("autoscaling.k8s.io", "v1", "verticalpodautoscalers", "VerticalPodAutoscaler")
 POD_METRICS = Resource("metrics.k8s.io", "v1beta1", "pods", "PodMetrics")
-#: The policy CRDs of CONTRACT.md section 5 (deploy/crds/).
-POLICY_RESOURCES = (
-    Resource("autoscaling.k8s.io", "v1alpha1", "hvpas", "Hvpa"),
-    Resource("autoscaling.gardener.cloud", "v1alpha1", "hvpas", "Hvpa"),
-    Resource("autoscaling.mercari.com", "v1beta3", "tortoises", "Tortoise"),
-    Resource("autoscaling.tandem.dev", "v1alpha1", "customhpas", "CustomHpa"),
-)
+
+
+def policy_resources() -> tuple[Resource, ...]:
+    """The policy CRDs of CONTRACT.md section 5 (deploy/crds/): one per registered policy kind and
+    group (:mod:`scaling.policies.registry`), read at its first served version."""
+    return tuple(Resource(k.group, k.versions[0], k.plural, k.kind) for k in kinds())
+
+
+#: The built-in kinds' CRDs, as registered at import (:func:`policy_resources` sees later ones too).
+POLICY_RESOURCES = policy_resources()
 #: The workload kinds tandem scales, by ``kind``.
 WORKLOAD_RESOURCES = {"Deployment": DEPLOYMENTS, "StatefulSet": STATEFULSETS}
 

@@ -14,11 +14,12 @@ cluster's, and the drivers publish them (``tandem.hpa``/``tandem.vpa``, or
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from .events import ContainerSample, HpaEvent, MetricEvent, Qty, VpaEvent, VpaRecommendation, WorkloadEvent
+from .policies.base import Policy
+from .policies.templates import HpaTemplate, VpaTemplate
 from .quantity import bytes_of, format_quantity
 from .recommend import hpa as hpa_rec
 from .recommend import vpa as vpa_rec
@@ -34,43 +35,20 @@ USAGE_MAX_AGE = 120.0
 MAX_PODS = 2000
 
 
-@dataclass(frozen=True, slots=True)
-class HpaTemplate:
-    """What an HPA object the policy would create looks like (its metrics, behavior and bounds)."""
-
-    metrics: tuple[Mapping[str, Any], ...]
-    behavior: Mapping[str, Any] | None
-    min_replicas: int
-    max_replicas: int
-
-
-@dataclass(frozen=True, slots=True)
-class VpaTemplate:
-    """The VPA object the policy would create: its container policies."""
-
-    policies: Mapping[str, vpa_rec.ContainerPolicy]
-
-
-def _wants_hpa(state: WorkloadState, policy: Any) -> HpaTemplate | None:
+def _wants_hpa(state: WorkloadState, policy: Policy) -> HpaTemplate | None:
     if state.typed("hpa") is not None:
         return None
-    tmpl: HpaTemplate | None
-    own_hpa_for = getattr(policy, "own_hpa_for", None)
-    if own_hpa_for is not None:
-        # The template depends on what the policy decided so far: its memory, as ``decide`` gets it.
-        tmpl = own_hpa_for(state.memory.get(policy.kind, {}))
-    else:
-        tmpl = getattr(policy, "own_hpa", None)
+    # The template may depend on what the policy decided so far: its memory, as ``decide`` gets it.
+    tmpl = policy.hpa_template(state.memory.get(policy.kind, {}))
     if tmpl is None or not tmpl.metrics:
         return None
     return tmpl
 
 
-def _wants_vpa(state: WorkloadState, policy: Any) -> VpaTemplate | None:
-    tmpl: VpaTemplate | None = getattr(policy, "own_vpa", None)
-    if tmpl is None or state.typed("vpa") is not None:
+def _wants_vpa(state: WorkloadState, policy: Policy) -> VpaTemplate | None:
+    if state.typed("vpa") is not None:
         return None
-    return tmpl
+    return policy.vpa_template()
 
 
 def _vpa_states(state: WorkloadState) -> dict[str, vpa_rec.ContainerState]:
@@ -132,7 +110,7 @@ def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> Non
 
 
 def own_hpa(
-    state: WorkloadState, policy: Any, spec: WorkloadEvent, tick: float, settings: Settings
+    state: WorkloadState, policy: Policy, spec: WorkloadEvent, tick: float, settings: Settings
 ) -> tuple[HpaEvent | None, dict[str, Any] | None]:
     """Run the HPA algorithm for this tick; return the event the policy reads and, if it changed
     since the last one published, the raw event to publish."""
@@ -202,7 +180,7 @@ def own_hpa(
         "max_replicas": tmpl.max_replicas,
         "conditions": [dict(c) for c in result.conditions],
         "current_metrics": result.current_metrics,
-        "name": getattr(policy, "name", spec.workload.name),
+        "name": policy.name,
         "source": "tandem",
     }
     event = HpaEvent(
@@ -223,7 +201,7 @@ def own_hpa(
 
 
 def own_vpa(
-    state: WorkloadState, policy: Any, spec: WorkloadEvent, tick: float, settings: Settings
+    state: WorkloadState, policy: Policy, spec: WorkloadEvent, tick: float, settings: Settings
 ) -> tuple[VpaEvent | None, dict[str, Any] | None]:
     """The VPA recommendation at this tick (recomputed once per ``recommender_interval``)."""
     tmpl = _wants_vpa(state, policy)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidPolicy
+from .policies.registry import kinds
 from .recommend.hpa import HpaConfig
 from .recommend.vpa import VpaConfig
 
@@ -62,10 +63,11 @@ class Settings:
             where, _, why = str(exc).partition(": ")
             raise InvalidPolicy(where, why or where) from None
         vpa_config = VpaConfig.from_mapping(sections["vpa"])
-        # Tortoise's cluster-admin keys: validated now, so a bad key is a settings error at start-up
-        from .policies.tortoise import TortoiseSettings
-
-        TortoiseSettings.from_mapping(sections["tortoise"])
+        # A policy kind's own section (Tortoise's cluster-admin keys): validated now, by the kind,
+        # so a bad key is a settings error at start-up
+        for kind in kinds():
+            if kind.settings_section in sections and kind.validate_settings is not None:
+                kind.validate_settings(sections[kind.settings_section])
         return cls(
             float(period), cluster, sections["hpa"], sections["vpa"], sections["tortoise"], hpa_config, vpa_config
         )

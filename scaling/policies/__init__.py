@@ -8,10 +8,27 @@ from typing import Any
 from ..errors import InvalidPolicy
 from ..events import WorkloadRef
 from .base import Policy, get_path
-from .custom_hpa import CustomHpaPolicy, parse_custom_hpa
-from .hvpa import HvpaPolicy, parse_hvpa
+from .bounds import Bounds, ContainerBounds
+from .registry import PolicyKind, kinds, lookup, register, unregister
 
-__all__ = ["Policy", "parse_policy", "policy_target"]
+# isort: off
+# The built-in kinds register themselves on import, in this order: the order of
+# ``registry.kinds()``, of the collector's watches and of the kinds an error lists.
+from . import hvpa, hvpa_v2, tortoise, custom_hpa  # noqa: F401
+# isort: on
+
+__all__ = [
+    "Bounds",
+    "ContainerBounds",
+    "Policy",
+    "PolicyKind",
+    "kinds",
+    "lookup",
+    "parse_policy",
+    "policy_target",
+    "register",
+    "unregister",
+]
 
 CLUSTER_ANNOTATION = "tandem.dev/cluster"
 
@@ -56,39 +73,19 @@ def policy_target(manifest: Mapping[str, Any], default_cluster: str = "default")
 
 
 def parse_policy(manifest: Mapping[str, Any], workload: WorkloadRef) -> Policy:
-    """Parse a manifest of any supported kind, or raise :class:`InvalidPolicy` naming the field."""
+    """Parse a manifest of any registered kind (:mod:`scaling.policies.registry`), or raise
+    :class:`InvalidPolicy` naming the field."""
     if not isinstance(manifest, Mapping):
         raise InvalidPolicy("policy", "expected a manifest object")
-    kind = manifest.get("kind")
-    api = manifest.get("apiVersion")
-    groups = {
-        "Hvpa": ("autoscaling.k8s.io/", "autoscaling.gardener.cloud/"),
-        "Tortoise": ("autoscaling.mercari.com/",),
-        "CustomHpa": ("autoscaling.tandem.dev/",),
-    }
-    if isinstance(kind, str) and kind in groups:
-        if not isinstance(api, str) or not api.startswith(groups[kind]):
-            raise InvalidPolicy("apiVersion", f"{api!r} is not an API version of {kind} ({', '.join(groups[kind])}...)")
-        for part in ("metadata", "spec"):
-            if not isinstance(manifest.get(part), Mapping):
-                raise InvalidPolicy(part, "required object is missing")
-        target = policy_target(manifest, workload.cluster)
-        if (target.namespace, target.kind, target.name) != (workload.namespace, workload.kind, workload.name):
-            raise InvalidPolicy(
-                "spec.targetRef",
-                f"the manifest targets {target.namespace}/{target.kind}/{target.name}, "
-                f"not the event's workload {workload.key}",
-            )
-    if kind == "Hvpa":
-        if str(api).startswith("autoscaling.gardener.cloud/"):
-            from .hvpa_v2 import parse_hvpa_v2
-
-            return parse_hvpa_v2(manifest, workload)
-        return HvpaPolicy(parse_hvpa(manifest, workload))
-    if kind == "CustomHpa":
-        return CustomHpaPolicy(parse_custom_hpa(manifest, workload))
-    if kind == "Tortoise":
-        from .tortoise import parse_tortoise
-
-        return parse_tortoise(manifest, workload)
-    raise InvalidPolicy("kind", f"unknown policy kind {kind!r}; expected Hvpa, Tortoise or CustomHpa")
+    kind = lookup(manifest.get("apiVersion"), manifest.get("kind"))
+    for part in ("metadata", "spec"):
+        if not isinstance(manifest.get(part), Mapping):
+            raise InvalidPolicy(part, "required object is missing")
+    target = policy_target(manifest, workload.cluster)
+    if (target.namespace, target.kind, target.name) != (workload.namespace, workload.kind, workload.name):
+        raise InvalidPolicy(
+            "spec.targetRef",
+            f"the manifest targets {target.namespace}/{target.kind}/{target.name}, "
+            f"not the event's workload {workload.key}",
+        )
+    return kind.parse(manifest, workload)

@@ -16,6 +16,8 @@ from ..errors import InvalidPolicy
 from ..events import WorkloadRef
 from ..outcome import Outcome, View
 from ..quantity import parse_duration, parse_quantity
+from .bounds import Bounds
+from .templates import HpaTemplate, VpaTemplate
 
 __all__ = [
     "Policy",
@@ -28,12 +30,32 @@ __all__ = [
 
 
 class Policy(Protocol):
+    """A parsed policy: everything code outside ``scaling.policies`` may ask of one.
+
+    Outer code (the reconcile loop, the own recommenders, the applier, the report, the simulator)
+    never branches on ``kind`` nor reads a kind's spec: what it needs is declared here, so a new
+    kind is one module and one :func:`~scaling.policies.registry.register` call.
+    """
+
     kind: str
     name: str
     workload: WorkloadRef
 
     def decide(self, view: View, memory: dict[str, Any]) -> Outcome:
         """Return what should change at ``view.tick``; may update ``memory`` (JSON-safe values only)."""
+        ...
+
+    def bounds(self) -> Bounds:
+        """What any decision for this policy must stay within (the applier refuses the rest)."""
+        ...
+
+    def hpa_template(self, memory: Mapping[str, Any]) -> HpaTemplate | None:
+        """The HPA the policy would create by now (``memory`` as :meth:`decide` gets it), for
+        tandem's own HPA recommender when no cluster sends ``hpa`` events; ``None`` for none."""
+        ...
+
+    def vpa_template(self) -> VpaTemplate | None:
+        """The VPA the policy would create, for tandem's own VPA recommender; ``None`` for none."""
         ...
 
 

@@ -19,6 +19,9 @@ from ..errors import InvalidPolicy
 from ..events import WorkloadRef
 from ..outcome import Outcome, View
 from .base import get_path, int_field, mapping_field
+from .bounds import Bounds
+from .registry import PolicyKind, register
+from .templates import HpaTemplate, VpaTemplate
 
 __all__ = ["CustomHpaPolicy", "CustomHpaSpec", "parse_custom_hpa"]
 
@@ -106,6 +109,17 @@ class CustomHpaPolicy:
         self.name = spec.name
         self.workload = spec.workload
 
+    def bounds(self) -> Bounds:
+        """Nanit's minReplicas..maxReplicas; it never touches container resources."""
+        s = self.spec
+        return Bounds(self.kind, self.name, s.min_replicas, s.max_replicas, vertical=False)
+
+    def hpa_template(self, memory: Mapping[str, Any]) -> HpaTemplate | None:
+        return None  # Nanit's controller is its own HPA: it reads the metric, not an HPA's
+
+    def vpa_template(self) -> VpaTemplate | None:
+        return None
+
     def sample(self, view: View) -> float | None:
         """The metric at this tick: the workload-level sample, else the mean of per-pod ones.
 
@@ -166,3 +180,10 @@ class CustomHpaPolicy:
                 f"{s.min_replicas}, {s.max_replicas})) = {desired}"
             )
         return out
+
+
+def _parse(manifest: Mapping[str, Any], workload: WorkloadRef) -> CustomHpaPolicy:
+    return CustomHpaPolicy(parse_custom_hpa(manifest, workload))
+
+
+KIND = register(PolicyKind("CustomHpa", "autoscaling.tandem.dev", ("v1alpha1",), "customhpas", _parse))

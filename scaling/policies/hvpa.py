@@ -26,7 +26,11 @@ from ..errors import InvalidPolicy
 from ..events import WorkloadRef
 from ..outcome import Outcome, View
 from ..quantity import bytes_of, format_quantity, parse_quantity
+from ..recommend.vpa import ContainerPolicy as VpaContainerPolicy
 from .base import duration_field, get_path, int_field, mapping_field
+from .bounds import Bounds, ContainerBounds
+from .registry import PolicyKind, register
+from .templates import HpaTemplate, VpaTemplate
 
 __all__ = ["MODES", "Change", "ContainerPolicy", "HvpaPolicy", "HvpaSpec", "Interval", "ScaleType", "Window"]
 
@@ -593,22 +597,19 @@ class HvpaPolicy:
         self.name = spec.name
         self.workload = spec.workload
 
-    @property
-    def own_hpa(self) -> Any:
-        """The HPA HVPA would deploy: tandem computes its recommendation when no cluster sends one."""
-        from ..own import HpaTemplate
+    def bounds(self) -> Bounds:
+        """minReplicas..maxReplicas and each container policy's minAllowed/maxAllowed."""
+        return hvpa_bounds(self.kind, self.name, self.spec.min_replicas, self.spec.max_replicas, self.spec.containers)
 
+    def hpa_template(self, memory: Mapping[str, Any]) -> HpaTemplate | None:
+        """The HPA HVPA would deploy: tandem computes its recommendation when no cluster sends one."""
         s = self.spec
         if not s.hpa_deploy or not s.hpa_metrics:
             return None
         return HpaTemplate(s.hpa_metrics, s.hpa_behavior, s.min_replicas, s.max_replicas)
 
-    @property
-    def own_vpa(self) -> Any:
+    def vpa_template(self) -> VpaTemplate | None:
         """The VPA HVPA would deploy (always ``updateMode: Off``): its container policies."""
-        from ..own import VpaTemplate
-        from ..recommend.vpa import ContainerPolicy as VpaContainerPolicy
-
         s = self.spec
         if not s.vpa_deploy:
             return None
@@ -946,3 +947,21 @@ def _fmt_weight(w: Fraction, form: str) -> str:
     if form == "released":
         return str(int(w * 100)) if (w * 100).denominator == 1 else str(float(w * 100))
     return str(float(w))
+
+
+def hvpa_bounds(
+    kind: str, name: str, min_replicas: int, max_replicas: int, containers: Sequence[ContainerPolicy]
+) -> Bounds:
+    """The bounds of an HVPA (either line): replicas and the VPA container policies' allowed range."""
+    policies = {
+        p.name: ContainerBounds(p.min_allowed, p.max_allowed, p.mode, f"containerPolicies[{p.name}]")
+        for p in containers
+    }
+    return Bounds(kind, name, min_replicas, max_replicas, True, policies)
+
+
+def _parse(manifest: Mapping[str, Any], workload: WorkloadRef) -> HvpaPolicy:
+    return HvpaPolicy(parse_hvpa(manifest, workload))
+
+
+KIND = register(PolicyKind("Hvpa", "autoscaling.k8s.io", ("v1alpha1",), "hvpas", _parse))

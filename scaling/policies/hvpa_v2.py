@@ -26,6 +26,7 @@ from ..events import VpaEvent, WorkloadRef
 from ..outcome import Outcome, View
 from ..quantity import format_quantity
 from .base import get_path, int_field, mapping_field, quantity_field
+from .bounds import Bounds
 from .hvpa import (
     Change,
     ContainerPolicy,
@@ -37,9 +38,12 @@ from .hvpa import (
     _scale_params,
     _scale_type,
     find_container_policy,
+    hvpa_bounds,
     min_change_threshold,
     scaled_limit,
 )
+from .registry import PolicyKind, register
+from .templates import HpaTemplate, VpaTemplate
 
 __all__ = ["Bucket", "Buckets", "HvpaV2Policy", "HvpaV2Spec", "ScaleInterval", "build_buckets", "parse_hvpa_v2"]
 
@@ -435,6 +439,18 @@ class HvpaV2Policy:
     def max_replicas(self) -> int:
         return self.spec.max_replicas
 
+    def bounds(self) -> Bounds:
+        """HPA minReplicas..the last interval's maxReplicas and the container policies' allowed range."""
+        return hvpa_bounds(self.kind, self.name, self.spec.min_replicas, self.spec.max_replicas, self.spec.containers)
+
+    def hpa_template(self, memory: Mapping[str, Any]) -> HpaTemplate | None:
+        # Line B parses its HPA template (``spec.hpa_metrics``) but tandem does not run its own
+        # HPA or VPA for it yet: a line B workload needs the cluster's recommendations.
+        return None
+
+    def vpa_template(self) -> VpaTemplate | None:
+        return None
+
     def decide(self, view: View, memory: dict[str, Any]) -> Outcome:
         s = self.spec
         now = view.tick
@@ -724,3 +740,6 @@ def _fingerprint(hpa_desired: int | None, vpa: VpaEvent) -> dict[str, Any]:
             c: {r: q.milli for r, q in sorted(rec.target.items())} for c, rec in sorted(vpa.containers.items())
         },
     }
+
+
+KIND = register(PolicyKind("Hvpa", "autoscaling.gardener.cloud", ("v1alpha1",), "hvpas", parse_hvpa_v2))

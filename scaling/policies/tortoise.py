@@ -29,7 +29,12 @@ from ..events import HpaEvent, VpaEvent, WorkloadRef
 from ..history import PERIODS, ReplicaHistory, replica_bounds
 from ..outcome import Outcome, View
 from ..quantity import bytes_of, format_quantity, parse_duration, parse_quantity
+from ..recommend.vpa import ContainerPolicy as VpaContainerPolicy
 from .base import get_path, int_field, mapping_field
+from .bounds import Bounds
+from .bounds import ContainerBounds as AllowedBounds
+from .registry import PolicyKind, register
+from .templates import HpaTemplate, VpaTemplate
 
 __all__ = [
     "API_VERSION",
@@ -526,13 +531,28 @@ class TortoisePolicy:
         #: (the ``memory["hist"]`` value last written, its decoded history): saves decoding per tick.
         self._live: tuple[Any, ReplicaHistory] | None = None
 
-    @property
-    def own_vpa(self) -> Any:
+    def bounds(self) -> Bounds:
+        """maxReplicas (no floor: Tortoise decides the HPA's minReplicas itself) and each container's
+        minAllocatedResources/maxAllocatedResources; the HPA named by horizontalPodAutoscalerName."""
+        containers = {
+            c: AllowedBounds(b.min_allocated, b.max_allocated, None, f"resourcePolicy[{c}]")
+            for c, b in self.spec.resource_policy.items()
+        }
+        return Bounds(
+            self.kind,
+            self.name,
+            None,
+            self.spec.max_replicas,
+            True,
+            containers,
+            "minAllocatedResources",
+            "maxAllocatedResources",
+            self.spec.hpa_name,
+        )
+
+    def vpa_template(self) -> VpaTemplate | None:
         """The monitor VPA Tortoise creates (``updateMode: Off``, ``minAllowed`` = ``minAllocatedResources``,
         reference 2.g): tandem recommends it from ``metric`` samples when no cluster sends ``vpa`` events."""
-        from ..own import VpaTemplate
-        from ..recommend.vpa import ContainerPolicy as VpaContainerPolicy
-
         policies = {
             b.container: VpaContainerPolicy(
                 {r: v if r == "cpu" else bytes_of(v) for r, v in b.min_allocated.items() if r in RESOURCES}
@@ -541,7 +561,7 @@ class TortoisePolicy:
         }
         return VpaTemplate(policies)
 
-    def own_hpa_for(self, memory: Mapping[str, Any]) -> Any:
+    def hpa_template(self, memory: Mapping[str, Any]) -> HpaTemplate | None:
         """The HPA Tortoise would have created by now (reference 2.g), from the policy's memory.
 
         tandem recommends it from ``metric`` samples when no cluster sends ``hpa`` events: one
@@ -552,8 +572,6 @@ class TortoisePolicy:
         behavior.  ``None`` before the first reconcile, with ``horizontalPodAutoscalerName`` (the
         user's HPA, which tandem cannot know) and without a Horizontal pair.
         """
-        from ..own import HpaTemplate
-
         pol = memory.get("pol")
         if self.spec.hpa_name is not None or not isinstance(pol, Mapping):
             return None
@@ -610,7 +628,7 @@ class TortoisePolicy:
             return out
         memory["last"] = now
         if out.dry_run:
-            # The initial HPA bounds, for ``own_hpa_for`` (a dry run never decides an HPA).
+            # The initial HPA bounds, for ``hpa_template`` (a dry run never decides an HPA).
             initial = [st.minimum_min_replicas, st.maximum_max_replicas]
             if memory.get("hpa0") != initial:
                 memory["hpa0"] = initial
@@ -735,7 +753,7 @@ class TortoisePolicy:
     def _hpa_state(view: View, memory: dict[str, Any]) -> HpaState | None:
         """The HPA as tandem last decided it, unless an ``hpa`` event newer than that decision came.
 
-        tandem's own HPA (``source: tandem``) is built from that decision (``own_hpa_for``): it
+        tandem's own HPA (``source: tandem``) is built from that decision (``hpa_template``): it
         never replaces it."""
         assumed = memory.get("hpa")
         ev = view.hpa
@@ -1296,3 +1314,16 @@ def _current_values(metric: Mapping[str, Any]) -> list[float]:
             except ValueError:
                 continue
     return out
+
+
+KIND = register(
+    PolicyKind(
+        "Tortoise",
+        "autoscaling.mercari.com",
+        ("v1beta3",),
+        "tortoises",
+        parse_tortoise,
+        settings_section="tortoise",
+        validate_settings=TortoiseSettings.from_mapping,
+    )
+)

@@ -1029,7 +1029,7 @@ def test_memory_is_plain_json_and_a_reload_between_ticks_changes_nothing() -> No
     assert any(o[1] for o in straight)
 
 
-# --- tandem's own HPA (own_hpa_for) ----------------------------------------------------------
+# --- tandem's own HPA (hpa_template) ----------------------------------------------------------
 
 
 def own_targets(tmpl: Any) -> dict[str, int]:
@@ -1046,9 +1046,9 @@ def test_own_hpa_is_the_hpa_tortoise_creates_then_the_one_it_decided() -> None:
 
     p = policy()
     mem: dict[str, Any] = {}
-    assert p.own_hpa_for(mem) is None  # nothing created before the first reconcile
+    assert p.hpa_template(mem) is None  # nothing created before the first reconcile
     p.decide(make_view(vpa=vpa_of(app=("600m", "1Gi"))), mem)
-    tmpl = p.own_hpa_for(mem)
+    tmpl = p.hpa_template(mem)
     assert (tmpl.min_replicas, tmpl.max_replicas, own_targets(tmpl)) == (3, 100, {"app/cpu": 70})
     assert {m["type"] for m in tmpl.metrics} == {"ContainerResource"}
     assert {m["containerResource"]["target"]["type"] for m in tmpl.metrics} == {"Utilization"}
@@ -1056,18 +1056,18 @@ def test_own_hpa_is_the_hpa_tortoise_creates_then_the_one_it_decided() -> None:
     # What tandem decided later; a Horizontal pair without a decided target gets Tortoise's 70.
     mem["hpa"] = {"tick": NOW, "min": 5, "max": 20, "targets": {"app/cpu": 77}}
     mem["pol"] = {"app/cpu": "Horizontal", "app/memory": "Horizontal", "side/cpu": "Off"}
-    tmpl = p.own_hpa_for(mem)
+    tmpl = p.hpa_template(mem)
     assert (tmpl.min_replicas, tmpl.max_replicas) == (5, 20)
     assert own_targets(tmpl) == {"app/cpu": 77, "app/memory": 70}
 
 
-def test_no_own_hpa_for_an_attached_hpa_or_without_horizontal_resources() -> None:
+def test_no_hpa_template_an_attached_hpa_or_without_horizontal_resources() -> None:
     mem = {"pol": {"app/cpu": "Horizontal"}}
     assert (
-        policy(targetRefs={"scaleTargetRef": {"name": "web"}, "horizontalPodAutoscalerName": "h"}).own_hpa_for(mem)
+        policy(targetRefs={"scaleTargetRef": {"name": "web"}, "horizontalPodAutoscalerName": "h"}).hpa_template(mem)
         is None
     )
-    assert policy().own_hpa_for({"pol": {"app/cpu": "Vertical", "app/memory": "Off"}}) is None
+    assert policy().hpa_template({"pol": {"app/cpu": "Vertical", "app/memory": "Off"}}) is None
 
 
 def test_a_dry_run_own_hpa_keeps_the_initial_bounds_of_the_settings() -> None:
@@ -1075,7 +1075,7 @@ def test_a_dry_run_own_hpa_keeps_the_initial_bounds_of_the_settings() -> None:
     mem: dict[str, Any] = {}
     p.decide(make_view(settings={"MinimumMinReplicas": 4, "MaximumMaxReplicas": 50}), mem)
     assert "hpa" not in mem
-    tmpl = p.own_hpa_for(json.loads(json.dumps(mem)))  # what a reloaded state holds
+    tmpl = p.hpa_template(json.loads(json.dumps(mem)))  # what a reloaded state holds
     assert (tmpl.min_replicas, tmpl.max_replicas, own_targets(tmpl)) == (4, 50, {"app/cpu": 70})
 
 
