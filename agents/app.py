@@ -54,6 +54,9 @@ def create_app(settings: WorkerSettings, *, loop: Any = None, metrics: Any = Non
     }
     if settings.web_port is not None:
         conf["web_port"] = settings.web_port
+    credentials = settings.security.faust_credentials()  # TLS/SASL (streams.security), None for PLAINTEXT
+    if credentials is not None:
+        conf["broker_credentials"] = credentials
     app = faust.App(settings.group_id, loop=loop, **conf)
     app.tandem_pipeline = install(app, settings, metrics)  # type: ignore[attr-defined]
     return app

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from scaling.settings import Settings
 from streams.inputs import load_core_settings
+from streams.security import security_from_args
 from streams.settings import (
     KafkaSettings,
     add_core_options,
@@ -107,6 +108,7 @@ def worker_settings(args: argparse.Namespace) -> WorkerSettings:
         partitions=args.partitions,
         replication=args.replication,
         retention_ms=args.retention_ms,
+        security=security_from_args(args),
         core=load_core_settings(args.config, args.cluster, args.sync_period),
         store=store,
         data_dir=Path(args.data_dir),

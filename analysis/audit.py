@@ -32,6 +32,7 @@ from typing import IO, Any
 
 import orjson
 
+from streams.security import KafkaSecurity, add_security_options, security_from_args
 from streams.settings import DEFAULT_BROKER, DEFAULT_PREFIX, bootstrap_servers, env
 
 __all__ = [
@@ -202,10 +203,10 @@ class NotAnAuditFile(ValueError):
     """A file with lines but not one CloudEvent (an input stream, say): one line, not one per line."""
 
 
-async def _partitions(bootstrap: str, topic: str, timeout: float) -> list[int]:
+async def _partitions(bootstrap: str, topic: str, timeout: float, auth: Mapping[str, Any] | None = None) -> list[int]:
     from aiokafka.admin import AIOKafkaAdminClient
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000))
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000), **(auth or {}))
     await admin.start()
     try:
         # All topics (no names): a metadata request naming a missing topic may auto-create it.
@@ -218,12 +219,18 @@ async def _partitions(bootstrap: str, topic: str, timeout: float) -> list[int]:
     return sorted(p["partition"] for p in found["partitions"])
 
 
-async def _read_topic(bootstrap: str, topic: str, timeout: float) -> list[tuple[int, int, bytes]]:
+async def _read_topic(
+    bootstrap: str, topic: str, timeout: float, auth: Mapping[str, Any] | None = None
+) -> list[tuple[int, int, bytes]]:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
-    ids = await _partitions(bootstrap, topic, timeout)
+    ids = await _partitions(bootstrap, topic, timeout, auth)
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None, request_timeout_ms=int(timeout * 1000)
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        group_id=None,
+        request_timeout_ms=int(timeout * 1000),
+        **(auth or {}),
     )
     await consumer.start()
     try:
@@ -251,10 +258,20 @@ async def _read_topic(bootstrap: str, topic: str, timeout: float) -> list[tuple[
         await consumer.stop()
 
 
-def read_topic(broker: str, topic: str, err: IO[str] | None = None, timeout: float = 60.0) -> list[AuditEvent]:
-    """The audit topic from the start up to its current end offsets, merged by event time."""
+def read_topic(
+    broker: str,
+    topic: str,
+    err: IO[str] | None = None,
+    timeout: float = 60.0,
+    security: KafkaSecurity | None = None,
+) -> list[AuditEvent]:
+    """The audit topic from the start up to its current end offsets, merged by event time.
+
+    ``security`` (TLS, SASL: :mod:`streams.security`) is how the consumer reaches the broker.
+    """
     err = err if err is not None else sys.stderr
-    records = asyncio.run(_read_topic(bootstrap_servers(broker), topic, timeout))
+    auth = security.aiokafka_kwargs() if security is not None else None
+    records = asyncio.run(_read_topic(bootstrap_servers(broker), topic, timeout, auth))
     out: list[AuditEvent] = []
     for partition, offset, value in records:
         try:
@@ -522,6 +539,7 @@ def _add_source_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", default=env("topic"), help="audit topic (default <prefix>audit)")
     p.add_argument("--since", default=env("since"), help="only events at or after TIME")
     p.add_argument("--until", default=env("until"), help="only events before TIME")
+    add_security_options(p)
 
 
 def _read(args: argparse.Namespace, prog: str) -> list[AuditEvent] | int:
@@ -540,7 +558,7 @@ def _read(args: argparse.Namespace, prog: str) -> list[AuditEvent] | int:
     broker = args.broker or DEFAULT_BROKER
     topic = args.topic or f"{args.topic_prefix}audit"
     try:
-        return read_topic(broker, topic)
+        return read_topic(broker, topic, security=security_from_args(args))
     except Exception as exc:
         print(f"{prog}: cannot read {topic} on {broker}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

@@ -401,12 +401,12 @@ async def run(
     metrics = applier.metrics
     consumer = AIOKafkaConsumer(
         actuator,
-        bootstrap_servers=settings.bootstrap,
+        **settings.client_kwargs(),
         group_id=group_id or f"tandem-applier-{config.cluster}",
         enable_auto_commit=False,
         auto_offset_reset=offset_reset,
     )
-    producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap, acks="all", enable_idempotence=True)
+    producer = AIOKafkaProducer(**settings.client_kwargs(), acks="all", enable_idempotence=True)
     await producer.start()
     try:
         await consumer.start()

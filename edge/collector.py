@@ -148,9 +148,7 @@ class _KafkaSink:
         from streams.topics import TOPIC_OF_TYPE, topic_name
 
         self.topics = {t: topic_name(settings.prefix, s) for t, s in TOPIC_OF_TYPE.items()}
-        self.producer = AIOKafkaProducer(
-            bootstrap_servers=settings.bootstrap, acks="all", enable_idempotence=True, linger_ms=5
-        )
+        self.producer = AIOKafkaProducer(**settings.client_kwargs(), acks="all", enable_idempotence=True, linger_ms=5)
 
     async def start(self) -> None:
         await self.producer.start()

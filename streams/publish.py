@@ -71,7 +71,7 @@ async def publish(
     err = err if err is not None else sys.stderr
     progress = _Progress(err, len(messages))
     producer = AIOKafkaProducer(
-        bootstrap_servers=settings.bootstrap,
+        **settings.client_kwargs(),
         acks="all",
         enable_idempotence=True,
         linger_ms=10,

@@ -34,6 +34,9 @@ variable                   default                               meaning
 ``TANDEM_COMMIT_INTERVAL`` 2.8                                   Faust ``broker_commit_interval`` (s)
 ``TANDEM_LOGLEVEL``        ``warning``                           worker log level
 =========================  ====================================  ======================================
+
+How a client authenticates and encrypts (``TANDEM_SECURITY_PROTOCOL``, ``TANDEM_SASL_*``,
+``TANDEM_SSL_*``) is :mod:`streams.security`'s; every command that takes these options takes those.
 """
 
 from __future__ import annotations
@@ -41,8 +44,10 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from streams.security import KafkaSecurity, add_security_options, security_from_args
 
 __all__ = [
     "DEFAULT_BROKER",
@@ -100,6 +105,8 @@ class KafkaSettings:
     replication: int = 1
     #: Time retention of the created time-retained topics instead of section 2's defaults (-1: keep).
     retention_ms: int | None = None
+    #: TLS and SASL of every Kafka client (streams.security); PLAINTEXT by default.
+    security: KafkaSecurity = field(default_factory=KafkaSecurity)
 
     @property
     def bootstrap(self) -> str:
@@ -108,6 +115,10 @@ class KafkaSettings:
     @property
     def faust_broker(self) -> str:
         return _faust_broker(self.broker)
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """``bootstrap_servers`` and the security arguments of an aiokafka producer, consumer or admin client."""
+        return {"bootstrap_servers": self.bootstrap, **self.security.aiokafka_kwargs()}
 
 
 def positive_int(value: str) -> int:
@@ -151,6 +162,7 @@ def add_kafka_options(p: argparse.ArgumentParser) -> None:
         "CONTRACT.md section 2; -1 keeps everything, which recordings from the past need "
         "(env TANDEM_RETENTION_MS)",
     )
+    add_security_options(p)
 
 
 def add_core_options(p: argparse.ArgumentParser) -> None:
@@ -161,4 +173,6 @@ def add_core_options(p: argparse.ArgumentParser) -> None:
 
 def kafka_settings(args: argparse.Namespace) -> KafkaSettings:
     bootstrap_servers(args.broker)  # validate early
-    return KafkaSettings(args.broker, args.topic_prefix, args.partitions, args.replication, args.retention_ms)
+    return KafkaSettings(
+        args.broker, args.topic_prefix, args.partitions, args.replication, args.retention_ms, security_from_args(args)
+    )

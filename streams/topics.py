@@ -112,7 +112,7 @@ async def ensure_topics(settings: KafkaSettings, *, timeout: float = 30.0, stric
 
     specs = topic_specs(settings.prefix, settings.retention_ms)
     wanted = {s.name: s for s in specs}
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap, request_timeout_ms=int(timeout * 1000))
+    admin = AIOKafkaAdminClient(**settings.client_kwargs(), request_timeout_ms=int(timeout * 1000))
     await admin.start()
     try:
         # Describe all topics (no names): a metadata request naming a missing topic may auto-create it.
@@ -166,7 +166,7 @@ async def list_topics(settings: KafkaSettings) -> list[dict[str, Any]]:
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
     specs = topic_specs(settings.prefix, settings.retention_ms)
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
+    admin = AIOKafkaAdminClient(**settings.client_kwargs())
     await admin.start()
     try:
         described = {t["topic"]: t for t in await admin.describe_topics()}
