@@ -1,74 +1,29 @@
-"""``tandem worker``: the decision core as a Faust worker over Kafka (see docs/worker.md).
-
-    tandem worker [--broker kafka://localhost:9092] [--topic-prefix tandem.] [--partitions 8]
-                  [--store rocksdb://|memory://] [--data-dir DIR] [--web-port N | --without-web]
-                  [--config FILE] [--idle-flush S] [--metrics-port 9464] ...
-
-Every option is also ``TANDEM_<OPTION>`` (``streams.settings``; ``ops.observability`` for the
-metrics server: ``/metrics``, ``/healthz``, ``/readyz`` on ``--metrics-port``, 0 for none).
+"""The Faust worker of ``tandem worker`` (see docs/worker.md; the command line is :mod:`cli.worker`).
 
 Before Faust starts, the missing topics of CONTRACT.md section 2 are created with ``--partitions``
-partitions: Faust would otherwise let Kafka auto-create an input topic with the broker's default
-partition count, and then crash on a table whose changelog does not match its source.  Exit codes:
-2 bad options, topics with another partition count or a taken metrics port; 1 no broker; 70 Kafka
-refused the outputs (see ``agents.pipeline``); otherwise the worker runs until SIGTERM/SIGINT.
+partitions (:func:`streams.topics.ensure_topics`, called by the command): Faust would otherwise let
+Kafka auto-create an input topic with the broker's default partition count, and then crash on a
+table whose changelog does not match its source.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import sys
-from collections.abc import Sequence
+from typing import Any
 
-from agents.settings import add_worker_options, worker_settings
-from ops.observability import add_metrics_options, metrics_from_args
+from agents.settings import WorkerSettings
 
-__all__ = ["main"]
+__all__ = ["serve"]
 
 
-def main(argv: Sequence[str]) -> int:
-    p = argparse.ArgumentParser(prog="tandem worker", description="run the Faust worker")
-    add_worker_options(p)
-    add_metrics_options(p)
-    args = p.parse_args(list(argv))
-    try:
-        settings = worker_settings(args)
-    except (OSError, ValueError) as exc:
-        print(f"tandem worker: {exc}", file=sys.stderr)
-        return 2
+def serve(settings: WorkerSettings, *, loop: asyncio.AbstractEventLoop, metrics: Any = None) -> None:
+    """Run the Faust worker on ``loop`` until SIGTERM/SIGINT; Faust ends it by ``SystemExit``."""
+    import faust  # heavy: only the worker needs Faust
 
-    from streams.topics import TopicMismatch, ensure_topics
-
-    # One loop for the topic check and for Faust (asyncio.run would close it and unset the loop).
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    try:
-        report = loop.run_until_complete(ensure_topics(settings))
-    except TopicMismatch as exc:
-        print(f"tandem worker: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:
-        print(
-            f"tandem worker: cannot prepare topics on {settings.bootstrap}: {type(exc).__name__}: {exc}",
-            file=sys.stderr,
-        )
-        return 1
-    if report.created:
-        print(f"tandem worker: created topics {', '.join(report.created)}", file=sys.stderr)
-
-    import faust
-
-    from agents.app import create_app
+    from agents.app import create_app  # imports Faust
 
     if settings.store.startswith("rocksdb"):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        metrics, _server = metrics_from_args(args)  # /metrics, /healthz, /readyz on --metrics-port
-    except OSError as exc:
-        print(f"tandem worker: metrics port {args.metrics_port}: {exc}", file=sys.stderr)
-        return 2
     app = create_app(settings, loop=loop, metrics=metrics)
     worker = faust.Worker(app, loglevel=settings.loglevel, loop=loop)
     worker.execute_from_commandline()  # returns only by SystemExit
-    return 0  # pragma: no cover

@@ -21,7 +21,6 @@ event of the workload, 2 a usage error or a missing file.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import re
 import sys
@@ -32,8 +31,8 @@ from typing import IO, Any
 
 import orjson
 
-from streams.security import KafkaSecurity, add_security_options, security_from_args
-from streams.settings import DEFAULT_BROKER, DEFAULT_PREFIX, bootstrap_servers, env
+from streams.security import KafkaSecurity
+from streams.settings import bootstrap_servers
 
 __all__ = [
     "AuditEvent",
@@ -41,10 +40,10 @@ __all__ = [
     "describe_change",
     "explain",
     "human_quantity",
-    "main",
     "parse_time",
     "read_file",
     "read_topic",
+    "resolve_key",
     "text_line",
 ]
 
@@ -452,7 +451,7 @@ def _sentence(items: Sequence[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def _resolve_key(key: str, events: Sequence[AuditEvent]) -> tuple[str | None, list[str]]:
+def resolve_key(key: str, events: Sequence[AuditEvent]) -> tuple[str | None, list[str]]:
     """The workload key ``key`` names: a whole key, or a name (or ns/name) that is unique in the stream."""
     keys = sorted({"/".join(e.workload) for e in events})
     if key in keys:
@@ -530,133 +529,6 @@ def _applier_sentence(r: AuditEvent) -> str:
     return f"The applier {who}{by} failed at {fmt_time(r.ts)}: {rd.get('error', 'no error given')}."
 
 
-# ----------------------------------------------------------------------------------- CLI
-
-
-def _add_source_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--broker", default=env("broker"), help=f"read the audit topic here (default {DEFAULT_BROKER})")
-    p.add_argument("--topic-prefix", default=env("topic_prefix", DEFAULT_PREFIX), help="topic prefix (default tandem.)")
-    p.add_argument("--topic", default=env("topic"), help="audit topic (default <prefix>audit)")
-    p.add_argument("--since", default=env("since"), help="only events at or after TIME")
-    p.add_argument("--until", default=env("until"), help="only events before TIME")
-    add_security_options(p)
-
-
-def _read(args: argparse.Namespace, prog: str) -> list[AuditEvent] | int:
-    from streams.inputs import UsageError, check_stream
-
-    if args.file is not None and args.broker:
-        print(f"{prog}: give a FILE or --broker, not both", file=sys.stderr)
-        return 2
-    if args.file is not None:
-        try:
-            check_stream(args.file)
-            return read_file(args.file)
-        except (UsageError, NotAnAuditFile) as exc:
-            print(f"{prog}: {exc}", file=sys.stderr)
-            return 2
-    broker = args.broker or DEFAULT_BROKER
-    topic = args.topic or f"{args.topic_prefix}audit"
-    try:
-        return read_topic(broker, topic, security=security_from_args(args))
-    except Exception as exc:
-        print(f"{prog}: cannot read {topic} on {broker}: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-
-
-def _times(args: argparse.Namespace, prog: str) -> tuple[float | None, float | None] | int:
-    try:
-        since = parse_time(args.since) if args.since else None
-        until = parse_time(args.until) if args.until else None
-    except ValueError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return 2
-    return since, until
-
-
-def _main_list(argv: Sequence[str]) -> int:
-    prog = "tandem audit"
-    p = argparse.ArgumentParser(
-        prog=prog,
-        description="filter and print the audit stream",
-        epilog="tandem audit explain KEY [FILE] tells one workload's story, tick by tick (--help for its options). "
-        "TIME: Unix seconds, RFC 3339 (2025-11-04T07:00:00Z) or a duration before now (2h).",
-    )
-    p.add_argument("file", nargs="?", help="audit JSON Lines file (.jsonl, .jsonl.gz, - for stdin); none: Kafka")
-    _add_source_options(p)
-    p.add_argument("--cluster", default=env("cluster"), help="only this cluster")
-    p.add_argument("--namespace", default=env("namespace"), help="only this namespace")
-    p.add_argument("--workload", default=env("workload"), help="only this workload: a name or a whole key")
-    p.add_argument(
-        "--type",
-        action="append",
-        choices=sorted(TYPES),
-        default=[t for t in str(env("type", "")).split(",") if t],
-        help="only this event type (repeatable)",
-    )
-    p.add_argument("--format", choices=("json", "text"), default=env("format", "json"), help="output format")
-    args = p.parse_args(list(argv))
-    bad = [t for t in args.type if t not in TYPES]
-    if bad:
-        p.error(f"--type {bad[0]!r}: expected one of {', '.join(sorted(TYPES))}")
-    times = _times(args, prog)
-    if isinstance(times, int):
-        return times
-    events = _read(args, prog)
-    if isinstance(events, int):
-        return events
-    keep = Filter(args.cluster, args.namespace, args.workload, frozenset(args.type), *times)
-    out = sys.stdout.buffer
-    try:
-        for e in events:
-            if not keep(e):
-                continue
-            if args.format == "json":
-                out.write(e.raw + b"\n")
-            else:
-                out.write(text_line(e).encode() + b"\n")
-        out.flush()
-    except BrokenPipeError:  # `tandem audit ... | head`
-        sys.stderr.close()
-    return 0
-
-
-def _main_explain(argv: Sequence[str]) -> int:
-    prog = "tandem audit explain"
-    p = argparse.ArgumentParser(prog=prog, description="tell, tick by tick, what tandem did to one workload and why")
-    p.add_argument("key", help="workload key cluster/namespace/kind/name (or a name unique in the stream)")
-    p.add_argument("file", nargs="?", help="audit JSON Lines file (- for stdin); none: Kafka")
-    _add_source_options(p)
-    args = p.parse_args(list(argv))
-    times = _times(args, prog)
-    if isinstance(times, int):
-        return times
-    events = _read(args, prog)
-    if isinstance(events, int):
-        return events
-    key, candidates = _resolve_key(args.key, events)
-    if key is None:
-        some = ", ".join(candidates[:10]) or "none"
-        print(f"{prog}: no workload {args.key!r} in the audit stream (workloads: {some})", file=sys.stderr)
-        return 1
-    keep = Filter(since=times[0], until=times[1])
-    paragraphs = list(explain(key, [e for e in events if keep(e)]))
-    out = sys.stdout
-    try:
-        out.write("\n\n".join(paragraphs) + "\n")
-        out.flush()
-    except BrokenPipeError:
-        sys.stderr.close()
-    return 0
-
-
 def _count(items: Iterable[object], word: str) -> str:
     n = len(list(items))
     return f"{n} {word}" + ("" if n == 1 else "s")
-
-
-def main(argv: Sequence[str]) -> int:
-    argv = list(argv)
-    if argv and argv[0] == "explain":
-        return _main_explain(argv[1:])
-    return _main_list(argv)

@@ -27,7 +27,6 @@ usage error or a missing file.
 
 from __future__ import annotations
 
-import argparse
 import html
 import math
 import os
@@ -44,9 +43,8 @@ from typing import IO, Any
 import orjson
 
 from analysis.audit import AuditEvent, _event_ts, describe_change, held_back, text_line
-from streams.settings import env
 
-__all__ = ["ReportData", "WorkloadData", "build", "collect", "main", "render_html"]
+__all__ = ["ReportData", "WorkloadData", "build", "collect", "render_html"]
 
 WIDTH = 1240  # SVG width (px)
 LEFT, RIGHT = 78, 60  # plot margins (the right one holds the bound labels and the last time label)
@@ -1087,7 +1085,7 @@ def make_pngs(data: ReportData, title: str, out: Path, how: str, err: IO[str]) -
         return [], f"No PNGs: headless Chromium failed ({str(exc)[:200]})."
 
 
-# =============================================================================== CLI
+# =============================================================================== build
 
 
 def build(
@@ -1118,54 +1116,3 @@ def build(
     pngs, note = make_pngs(data, title, out, png, err)
     (out / "index.html").write_text(render_html(data, title, notes=[note] if note else ()), encoding="utf-8")
     return data, pngs
-
-
-def main(argv: Sequence[str]) -> int:
-    from streams.inputs import UsageError, load_command_inputs
-    from streams.replay import StrictError
-
-    prog = "tandem report"
-    p = argparse.ArgumentParser(
-        prog=prog, description="write a self-contained HTML report of a stream or an audit file"
-    )
-    p.add_argument("files", nargs="+", help="recorded streams and/or audit files (.jsonl, .jsonl.gz, - for stdin)")
-    p.add_argument("--policy", action="append", default=[x for x in str(env("policy", "")).split(os.pathsep) if x])
-    p.add_argument("--out", default=env("out", "tandem-report"), help="output directory (default tandem-report)")
-    p.add_argument("--workload", action="append", default=[], help="only this workload (a name or a key; repeatable)")
-    p.add_argument("--png", choices=("auto", "chromium", "matplotlib", "none"), default=env("png", "auto"))
-    p.add_argument("--title", default=env("title", "tandem report"))
-    p.add_argument(
-        "--strict", action="store_true", default=str(env("strict", "")).lower() in ("1", "true", "yes", "on")
-    )
-    p.add_argument("--config", default=env("config"), help="settings YAML file (env TANDEM_CONFIG)")
-    p.add_argument("--cluster", default=env("cluster"), help="cluster of manifests without tandem.dev/cluster")
-    p.add_argument("--sync-period", type=float, default=env("sync_period"), help="tick period in seconds (default 15)")
-    args = p.parse_args(list(argv))
-    try:
-        settings, manifests = load_command_inputs(args.files, args.policy, args.config, args.cluster, args.sync_period)
-    except UsageError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return 2
-    out = Path(args.out)
-    try:
-        data, pngs = build(
-            args.files,
-            out,
-            settings=settings,
-            policies=manifests,
-            workloads=args.workload,
-            png=args.png,
-            title=args.title,
-            strict=args.strict,
-        )
-    except StrictError as exc:
-        print(str(exc), file=sys.stderr)
-        return 1
-    n_dec = sum(e.type == "decision" for e in data.audit)
-    n_blk = sum(e.type == "blocked" for e in data.audit)
-    print(
-        f"{prog}: {len(data.workloads)} workload(s), {n_dec} decision(s), {n_blk} blocked report(s); "
-        f"wrote {out / 'index.html'}, {out / 'audit.jsonl'}" + (f" and {len(pngs)} PNG(s)" if pngs else " (no PNGs)"),
-        file=sys.stderr,
-    )
-    return 0

@@ -22,9 +22,6 @@ changes (disruption).  The simulator is a driver like the replay: it adds no dec
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -38,10 +35,10 @@ from scaling.events import ContainerSample, MetricEvent, PolicyEvent, WorkloadEv
 from scaling.policies import parse_policy
 from scaling.quantity import format_quantity, parse_quantity
 from scaling.settings import Settings
-from streams.inputs import UsageError, load_command_inputs, load_manifests
+from streams.inputs import load_manifests
 from streams.replay import ReplayStats, read_events
 
-__all__ = ["Demand", "Outcome", "derive_demand", "main", "simulate"]
+__all__ = ["Demand", "Outcome", "derive_demand", "simulate", "table", "write_report"]
 
 GIB = 2**30
 
@@ -398,39 +395,3 @@ def write_report(
     index = out / "index.html"
     index.write_text(page, encoding="utf-8")
     return index
-
-
-def main(argv: Sequence[str]) -> int:
-    from streams.settings import env
-
-    parser = argparse.ArgumentParser(prog="tandem simulate", description=__doc__.splitlines()[0])
-    parser.add_argument("files", nargs="+", help="recorded streams (JSON Lines, .gz, - for stdin)")
-    env_policies = [x for x in str(env("policy", "")).split(os.pathsep) if x]
-    parser.add_argument("--policy", action="append", default=env_policies, help="a policy file to compare (repeatable)")
-    parser.add_argument(
-        "--delay", type=float, default=float(env("delay", "30")), help="seconds from a decision to its effect"
-    )
-    parser.add_argument("--config", default=env("config"), help="settings YAML file (env TANDEM_CONFIG)")
-    parser.add_argument("--sync-period", type=float, default=env("sync_period"))
-    parser.add_argument("--cluster", default=env("cluster"))
-    parser.add_argument("--json", dest="json_out", default=env("json"), help="also write the outcomes as JSON here")
-    parser.add_argument(
-        "--report", default=env("report"), help="write the HTML comparison (plots side by side) to this directory"
-    )
-    args = parser.parse_args(list(argv))
-    if not args.policy:
-        parser.error("at least one --policy FILE (or TANDEM_POLICY) is required")
-    try:
-        settings, _ = load_command_inputs(args.files, args.policy, args.config, args.cluster, args.sync_period)
-    except UsageError as exc:
-        print(f"tandem simulate: {exc}", file=sys.stderr)
-        return 2
-    recordings: dict[str, list[dict[str, Any]]] | None = {} if args.report else None
-    outcomes = simulate(args.files, args.policy, settings, args.delay, sys.stderr, recordings)
-    print(table(outcomes))
-    if args.report and recordings is not None:
-        index = write_report(Path(args.report), outcomes, args.policy, recordings, settings, sys.stderr)
-        print(f"tandem simulate: report written to {index}", file=sys.stderr)
-    if args.json_out:
-        Path(args.json_out).write_bytes(orjson.dumps([o.row() for o in outcomes], option=orjson.OPT_INDENT_2))
-    return 0

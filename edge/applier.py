@@ -47,16 +47,13 @@ an applier may rightly see no decision for hours, or be fed old ones, so the age
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import logging
 import math
-import signal
-import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,8 +85,6 @@ from scaling.policies import parse_policy
 __all__ = [
     "Applier",
     "ApplierConfig",
-    "add_edge_metrics_options",
-    "main",
     "run",
 ]
 
@@ -451,89 +446,3 @@ async def _lag(consumer: Any) -> int | None:
     except Exception:  # a rebalance took the partition away meanwhile
         return None
     return lag if known else None
-
-
-def add_edge_metrics_options(p: argparse.ArgumentParser) -> None:
-    """:func:`ops.observability.add_metrics_options`, with the event-age readiness check off by
-    default: an edge process may rightly see nothing new for hours (and an applier may be fed old
-    decisions), so only the lag (and liveness) make it unready unless ``--ready-max-event-age`` is set."""
-    from ops.observability import add_metrics_options
-
-    add_metrics_options(p, max_event_age=0.0)
-
-
-def main(argv: Sequence[str]) -> int:
-    from edge.kube import api_client
-    from ops.observability import metrics_from_args
-    from streams.settings import add_kafka_options, env, kafka_settings
-
-    p = argparse.ArgumentParser(prog="tandem apply", description="apply decisions to one cluster")
-    p.add_argument("--cluster", default=env("cluster"), help="this cluster's name (env TANDEM_CLUSTER)")
-    p.add_argument(
-        "--dry-run",
-        action="store_true",
-        default=str(env("dry_run", "")).lower() in ("1", "true", "yes", "on"),
-        help="write nothing (the API server still validates every write with dryRun=All)",
-    )
-    p.add_argument("--kubeconfig", default=env("kubeconfig"), help="kubeconfig (default: in-cluster or ~/.kube/config)")
-    p.add_argument("--group-id", default=env("group_id"), help="consumer group (default tandem-applier-<cluster>)")
-    p.add_argument(
-        "--offset-reset",
-        choices=("latest", "earliest"),
-        default=env("offset_reset", "latest"),
-        help="where a new consumer group starts (default latest: old decisions are not replayed)",
-    )
-    p.add_argument("--max-attempts", type=int, default=int(env("max_attempts", "6")), help="tries per decision")
-    p.add_argument("--loglevel", default=env("loglevel", "info"))
-    add_kafka_options(p)
-    add_edge_metrics_options(p)
-    args = p.parse_args(list(argv))
-    if not args.cluster:
-        print("tandem apply: --cluster NAME is required (or TANDEM_CLUSTER)", file=sys.stderr)
-        return 2
-    if args.max_attempts < 1:
-        print("tandem apply: --max-attempts must be >= 1", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=args.loglevel.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("aiokafka").setLevel(max(logging.WARNING, logging.getLogger().level))
-    try:
-        settings = kafka_settings(args)
-        api = api_client(args.kubeconfig)
-    except Exception as exc:
-        print(f"tandem apply: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
-    config = ApplierConfig(args.cluster, args.dry_run, max_attempts=args.max_attempts)
-    try:
-        metrics, server = metrics_from_args(args)  # /metrics, /healthz, /readyz on --metrics-port
-    except OSError as exc:
-        print(f"tandem apply: metrics port {args.metrics_port}: {exc}", file=sys.stderr)
-        return 2
-    stop = threading.Event()
-
-    async def go() -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await run(
-            settings,
-            config,
-            api,
-            group_id=args.group_id,
-            offset_reset=args.offset_reset,
-            stop=stop,
-            metrics=metrics,
-        )
-
-    try:
-        asyncio.run(go())
-    except Exception as exc:
-        print(f"tandem apply: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        if server is not None:
-            server.close()
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main(sys.argv[1:]))

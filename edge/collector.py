@@ -44,12 +44,9 @@ long-lived stream, not timed.  ``/readyz`` is the liveness unless ``--ready-max-
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import logging
-import os
-import signal
 import sys
 import threading
 import time
@@ -73,7 +70,7 @@ from edge.kube import (
 )
 from edge.translate import Collector
 
-__all__ = ["CollectorConfig", "main", "run"]
+__all__ = ["CollectorConfig", "run"]
 
 log = logging.getLogger("tandem.collector")
 
@@ -300,71 +297,3 @@ async def run(
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await scraper
         await sink.stop()
-
-
-def main(argv: Sequence[str]) -> int:
-    from edge.applier import add_edge_metrics_options
-    from edge.kube import api_client
-    from ops.observability import metrics_from_args
-    from streams.settings import add_kafka_options, env, kafka_settings
-
-    p = argparse.ArgumentParser(prog="tandem collect", description="feed the input topics from one cluster")
-    p.add_argument("--cluster", default=env("cluster"), help="this cluster's name (env TANDEM_CLUSTER)")
-    p.add_argument("--kubeconfig", default=env("kubeconfig"), help="kubeconfig (default: in-cluster or ~/.kube/config)")
-    p.add_argument(
-        "--namespace",
-        action="append",
-        default=[n for n in str(env("namespace", "")).split(os.pathsep) if n],
-        help="namespace to watch (repeatable; default all)",
-    )
-    p.add_argument("--interval", type=float, default=float(env("interval", "30")), help="pod metrics period (s)")
-    p.add_argument("--watch-timeout", type=int, default=int(env("watch_timeout", "300")), help="one watch's length (s)")
-    p.add_argument("--out", default=env("out"), help="write JSON Lines here instead of publishing to Kafka")
-    p.add_argument("--loglevel", default=env("loglevel", "info"))
-    add_kafka_options(p)
-    add_edge_metrics_options(p)
-    args = p.parse_args(list(argv))
-    if not args.cluster:
-        print("tandem collect: --cluster NAME is required (or TANDEM_CLUSTER)", file=sys.stderr)
-        return 2
-    if "/" in args.cluster:
-        print("tandem collect: --cluster must not contain '/'", file=sys.stderr)
-        return 2
-    if args.interval <= 0 or args.watch_timeout < 1:
-        print("tandem collect: --interval and --watch-timeout must be positive", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=args.loglevel.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("aiokafka").setLevel(max(logging.WARNING, logging.getLogger().level))
-    try:
-        settings = None if args.out else kafka_settings(args)
-        api = api_client(args.kubeconfig)
-    except Exception as exc:
-        print(f"tandem collect: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
-    config = CollectorConfig(args.cluster, tuple(dict.fromkeys(args.namespace)), args.interval, args.watch_timeout)
-    try:
-        metrics, server = metrics_from_args(args)  # /metrics, /healthz, /readyz on --metrics-port
-    except OSError as exc:
-        print(f"tandem collect: metrics port {args.metrics_port}: {exc}", file=sys.stderr)
-        return 2
-    stop = threading.Event()
-
-    async def go() -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await run(config, api, settings=settings, out=args.out, stop=stop, metrics=metrics)
-
-    try:
-        asyncio.run(go())
-    except Exception as exc:
-        print(f"tandem collect: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        if server is not None:
-            server.close()
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main(sys.argv[1:]))

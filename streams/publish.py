@@ -19,19 +19,20 @@ docs/worker.md for what changes when the worker reads while a publish is still w
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import logging
-import os
 import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import IO, Any
 
-from streams.settings import KafkaSettings, add_core_options, add_kafka_options, env, kafka_settings
+from scaling.events import Event
+from schemas.codec import encode
+from streams.settings import KafkaSettings
+from streams.topics import TOPIC_OF_TYPE, topic_name
 
-__all__ = ["main", "publish"]
+__all__ = ["Messages", "messages", "publish", "warn_retention"]
 
 _CHUNK = 20_000  # messages in flight before waiting for acknowledgements
 
@@ -95,7 +96,7 @@ async def publish(
         await producer.stop()
 
 
-def _warn_retention(rows: Sequence[dict[str, Any]], oldest: dict[str, int]) -> None:
+def warn_retention(rows: Sequence[dict[str, Any]], oldest: dict[str, int]) -> None:
     """Kafka deletes records older than a topic's time retention, judged by their timestamps."""
     now_ms = time.time() * 1000
     for row in rows:
@@ -112,101 +113,36 @@ def _warn_retention(rows: Sequence[dict[str, Any]], oldest: dict[str, int]) -> N
             )
 
 
-def main(argv: Sequence[str]) -> int:
-    from scaling.engine import policy_event
-    from scaling.errors import InvalidEvent
-    from streams.inputs import UsageError, load_command_inputs
-    from streams.replay import ReplayStats, StrictError, read_events
-    from streams.topics import TOPIC_OF_TYPE, TopicMismatch, ensure_topics, list_topics, topic_name
+@dataclass
+class Messages:
+    """What ``tandem publish`` sends: ``(topic, key, value, timestamp_ms)`` in order, and counts."""
 
-    p = argparse.ArgumentParser(prog="tandem publish", description="write recorded streams into the input topics")
-    p.add_argument("files", nargs="+", help="JSON Lines files (.jsonl, .jsonl.gz, - for stdin)")
-    p.add_argument(
-        "--policy",
-        action="append",
-        default=[x for x in str(env("policy", "")).split(os.pathsep) if x],
-        help="policy manifest file, published first (repeatable)",
-    )
-    p.add_argument(
-        "--strict",
-        action="store_true",
-        default=str(env("strict", "")).lower() in ("1", "true", "yes", "on"),
-        help="a bad line is fatal (exit 1)",
-    )
-    add_kafka_options(p)
-    add_core_options(p)
-    args = p.parse_args(list(argv))
-    # The producer logs retries (e.g. NotLeaderForPartition just after topics are created) as
-    # warnings; they are handled, and a real failure raises.
-    logging.getLogger("aiokafka").setLevel(logging.ERROR)
+    items: list[tuple[str, bytes, bytes, int]] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+    workloads: set[str] = field(default_factory=set)
+    #: topic -> the oldest timestamp (ms) sent to it
+    oldest: dict[str, int] = field(default_factory=dict)
 
-    try:
-        settings = kafka_settings(args)
-    except (OSError, ValueError) as exc:
-        print(f"tandem publish: {exc}", file=sys.stderr)
-        return 2
-    try:
-        core, manifests = load_command_inputs(args.files, args.policy, args.config, args.cluster, args.sync_period)
-    except UsageError as exc:
-        print(f"tandem publish: {exc}", file=sys.stderr)
-        return 2
 
-    started = time.monotonic()
-    stats = ReplayStats()
-    try:
-        events = read_events(args.files, lambda msg: print(msg, file=sys.stderr), stats, strict=args.strict)
-    except StrictError as exc:
-        print(str(exc), file=sys.stderr)
-        return 1
-    events.sort(key=lambda e: e[0])  # by ts, file order kept for equal ts (stable), as replay does
-    first_ts = events[0][0] if events else 0.0
-    try:
-        policies = [policy_event(m, core.cluster, first_ts) for m in manifests]
-    except InvalidEvent as exc:
-        print(f"tandem publish: policy: {exc}", file=sys.stderr)
-        return 2
-
-    from schemas.codec import encode
-
-    names = {t: topic_name(settings.prefix, s) for t, s in TOPIC_OF_TYPE.items()}
-    messages: list[tuple[str, bytes, bytes, int]] = []
-    counts: Counter[str] = Counter()
-    workloads: set[str] = set()
+def messages(
+    prefix: str,
+    policies: Sequence[dict[str, Any]],
+    events: Sequence[tuple[float, int, Any, Event]],
+    first_ts: float,
+) -> Messages:
+    """The policy events first (stamped ``first_ts``), then the sorted events, each to its type's topic."""
+    names = {t: topic_name(prefix, s) for t, s in TOPIC_OF_TYPE.items()}
+    out = Messages()
     for raw in policies:
         key = "/".join(raw["workload"][f] for f in ("cluster", "namespace", "kind", "name"))
-        messages.append((names["policy"], key.encode(), encode(raw), round(first_ts * 1000)))
-        counts["policy"] += 1
+        out.items.append((names["policy"], key.encode(), encode(raw), round(first_ts * 1000)))
+        out.counts["policy"] += 1
     for ts, _, (_, _, raw), event in events:
         key = event.workload.key
-        workloads.add(key)
-        messages.append((names[event.type], key.encode(), encode(raw), round(ts * 1000)))
-        counts[event.type] += 1
-
-    oldest: dict[str, int] = {}
-    for topic, _, _, ts_ms in messages:
-        if topic not in oldest or ts_ms < oldest[topic]:
-            oldest[topic] = ts_ms
-
-    async def run() -> None:
-        await ensure_topics(settings)
-        _warn_retention(await list_topics(settings), oldest)
-        await publish(settings, messages)
-
-    try:
-        asyncio.run(run())
-    except TopicMismatch as exc:
-        print(f"tandem publish: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:
-        print(f"tandem publish: {settings.bootstrap}: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    elapsed = time.monotonic() - started
-    by_type = ", ".join(f"{counts[t]} {t}" for t in ("metric", "workload", "hpa", "vpa", "policy") if counts[t])
-    rate = len(messages) / elapsed if elapsed > 0 else 0.0
-    print(
-        f"tandem publish: {len(messages)} message(s) ({by_type or 'none'}) for {len(workloads)} workload(s) "
-        f"to {settings.prefix}* on {settings.bootstrap} in {elapsed:.1f} s ({rate:.0f}/s); "
-        f"read {stats.read} line(s) from {stats.files} file(s), rejected {stats.rejected}.",
-        file=sys.stderr,
-    )
-    return 0
+        out.workloads.add(key)
+        out.items.append((names[event.type], key.encode(), encode(raw), round(ts * 1000)))
+        out.counts[event.type] += 1
+    for topic, _, _, ts_ms in out.items:
+        if topic not in out.oldest or ts_ms < out.oldest[topic]:
+            out.oldest[topic] = ts_ms
+    return out

@@ -1,4 +1,4 @@
-"""tandem's Kafka topics (CONTRACT.md section 2) and ``tandem topics create|list``.
+"""tandem's Kafka topics (CONTRACT.md section 2); the command ``tandem topics create|list`` is :mod:`cli.topics`.
 
 Every topic has the same partition count and is keyed by the workload key, so one worker owns all
 of a workload's inputs, its table entry and its outputs (section 1).  Faust refuses a table whose
@@ -17,15 +17,12 @@ being published.  Topics meant for such recordings are created with ``--retentio
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import sys
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from streams.settings import KafkaSettings, add_kafka_options, kafka_settings
+from streams.settings import KafkaSettings
 
 __all__ = [
     "COMPACTED",
@@ -37,12 +34,11 @@ __all__ = [
     "TopicSpec",
     "ensure_topics",
     "list_topics",
-    "main",
     "topic_name",
     "topic_specs",
 ]
 
-_DAY_MS = 24 * 3600 * 1000
+DAY_MS = 24 * 3600 * 1000
 
 #: Input topics (suffixes), in the order of the event types of CONTRACT.md section 3.
 INPUT_TOPICS = ("metrics", "workloads", "hpa", "vpa", "policies")
@@ -54,12 +50,12 @@ TOPIC_OF_TYPE = {"metric": "metrics", "workload": "workloads", "hpa": "hpa", "vp
 COMPACTED = frozenset({"workloads", "policies"})
 #: Time retention of the other topics.
 RETENTION_MS = {
-    "metrics": 7 * _DAY_MS,
-    "hpa": 7 * _DAY_MS,
-    "vpa": 7 * _DAY_MS,
-    "actuator": 7 * _DAY_MS,
-    "audit": 90 * _DAY_MS,
-    "deadletter": 14 * _DAY_MS,
+    "metrics": 7 * DAY_MS,
+    "hpa": 7 * DAY_MS,
+    "vpa": 7 * DAY_MS,
+    "actuator": 7 * DAY_MS,
+    "audit": 90 * DAY_MS,
+    "deadletter": 14 * DAY_MS,
 }
 
 
@@ -194,60 +190,3 @@ async def list_topics(settings: KafkaSettings) -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-def _retention(ms: str | None) -> str:
-    if ms is None:
-        return "-"
-    n = int(ms)
-    if n < 0:
-        return "forever"
-    if n % _DAY_MS == 0:
-        return f"{n // _DAY_MS}d"
-    return f"{n / 3_600_000:g}h"
-
-
-def main(argv: Sequence[str]) -> int:
-    """``tandem topics create|list [--broker B] [--topic-prefix P] [--partitions N] [--replication R]``."""
-    p = argparse.ArgumentParser(prog="tandem topics", description="manage tandem's Kafka topics")
-    p.add_argument("action", choices=("create", "list"))
-    add_kafka_options(p)
-    args = p.parse_args(list(argv))
-    try:
-        settings = kafka_settings(args)
-    except ValueError as exc:
-        print(f"tandem topics: {exc}", file=sys.stderr)
-        return 2
-    try:
-        if args.action == "create":
-            report = asyncio.run(ensure_topics(settings, strict=False))
-            for name in report.created:
-                print(f"created {name}")
-            for name in report.existing:
-                print(f"exists  {name}")
-            rows = asyncio.run(list_topics(settings))
-            bad = [r for r in rows if r["partitions"] != settings.partitions]
-            for r in bad:
-                print(
-                    f"tandem topics: {r['topic']} has {r['partitions']} partitions, expected {settings.partitions}",
-                    file=sys.stderr,
-                )
-            return 1 if bad else 0
-        rows = asyncio.run(list_topics(settings))
-        width = max(len(r["topic"]) for r in rows)
-        print(f"{'TOPIC':<{width}}  PARTITIONS  CLEANUP  RETENTION")
-        status = 0
-        for r in rows:
-            if r["partitions"] is None:
-                print(f"{r['topic']:<{width}}  {'missing':>10}")
-                status = 1
-                continue
-            flag = "" if r["partitions"] == settings.partitions else f"  (expected {settings.partitions})"
-            print(
-                f"{r['topic']:<{width}}  {r['partitions']:>10}  {r['cleanup.policy'] or '-':<7}  "
-                f"{_retention(r['retention.ms']) if r['cleanup.policy'] != 'compact' else '-'}{flag}"
-            )
-        return status
-    except Exception as exc:  # a broker that cannot be reached, a refused creation...
-        print(f"tandem topics: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1

@@ -11,7 +11,8 @@ import orjson
 import pytest
 import yaml
 
-from analysis.simulate import main, simulate
+from analysis.simulate import simulate
+from cli.main import main as tandem
 from scaling.settings import Settings
 
 T0 = 1_762_250_400.0  # a multiple of 15 s
@@ -141,7 +142,7 @@ def test_ranking_on_the_bundled_example_is_stable_across_runs(
         args += ["--policy", str(ROOT / "examples" / "simulate" / f"{name}.yaml")]
     outs = []
     for i in range(2):
-        assert main([*args, "--json", str(tmp_path / f"o{i}.json")]) == 0
+        assert tandem(["simulate", *args, "--json", str(tmp_path / f"o{i}.json")]) == 0
         outs.append((tmp_path / f"o{i}.json").read_bytes())
     assert outs[0] == outs[1]
     rows = json.loads(outs[0])
@@ -163,7 +164,7 @@ def test_html_report_puts_each_policys_plots_side_by_side_and_replays_its_decisi
     args = [str(stream), "--report", str(tmp_path / "rep"), "--json", str(tmp_path / "o.json")]
     for f in files:
         args += ["--policy", f]
-    assert main(args) == 0
+    assert tandem(["simulate", *args]) == 0
     page = (tmp_path / "rep" / "index.html").read_text()
     assert 'src="horizontal/index.html#c1/shop/Deployment/web"' in page
     assert 'src="static/index.html#c1/shop/Deployment/web"' in page

@@ -1,6 +1,6 @@
 """``tandem worker`` serves Prometheus metrics, /healthz and /readyz (ops.observability) over a real broker.
 
-Skipped until the worker is wired to :mod:`ops.observability` (the lead's wiring: ``agents.worker``
+Skipped until the worker is wired to :mod:`ops.observability` (the lead's wiring: ``cli.worker``
 then exposes ``add_metrics_options`` or ``Metrics``, and serves them on ``TANDEM_METRICS_PORT``).
 """
 
@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-import agents.worker
+import cli.worker
 from tests.fixtures.kafka import wait_for
 
 WIRED = any(
-    hasattr(agents.worker, name) for name in ("add_metrics_options", "Metrics", "metrics", "metrics_from_args")
+    hasattr(cli.worker, name) for name in ("add_metrics_options", "Metrics", "metrics", "metrics_from_args")
 )
 
 pytestmark = [pytest.mark.kafka, pytest.mark.skipif(not WIRED, reason="wired by the lead")]

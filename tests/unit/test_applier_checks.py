@@ -12,7 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
-from edge.applier import Applier, ApplierConfig, add_edge_metrics_options
+from cli.options import add_edge_metrics_options
+from edge.applier import Applier, ApplierConfig
 from edge.checks import (
     FIELD_MANAGER,
     LAST_DECISION,

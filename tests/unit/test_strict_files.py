@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from analysis import audit, report, simulate
+from analysis import audit, simulate
 from cli.main import main as tandem
 from streams.inputs import BrokenStream, UsageError, check_stream, iter_lines, load_core_settings
 
@@ -158,7 +158,7 @@ def test_policies_for_other_workloads_warn_with_both_sides(tmp_path: Path, capsy
 def test_report_warns_too_when_no_workload_has_a_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     stream = tmp_path / "s.jsonl"
     stream.write_bytes(events(2))
-    code, err = run(capsys, report.main, str(stream), "--out", str(tmp_path / "r"), "--png", "none")
+    code, err = run(capsys, tandem, "report", str(stream), "--out", str(tmp_path / "r"), "--png", "none")
     assert code == 0
     assert err[0].startswith("tandem report: warning: no decision can be made: none of the 1 workload(s)")
 
@@ -184,7 +184,7 @@ def test_audit_on_an_input_stream_is_one_line_saying_how_to_make_an_audit_file(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     for argv in (["explain", "eu-1/shop/Deployment/web", str(EXAMPLE)], [str(EXAMPLE)]):
-        code, err = run(capsys, audit.main, *argv)
+        code, err = run(capsys, tandem, "audit", *argv)
         prog = "tandem audit explain" if argv[0] == "explain" else "tandem audit"
         assert code == 2
         assert err == [

@@ -1,0 +1,96 @@
+"""``tandem apply``: apply decisions to one cluster (:mod:`edge.applier`; see docs/edge.md).
+
+Exit codes: 2 bad options, a kubeconfig that cannot be loaded or a taken metrics port; 1 the
+applier failed; otherwise it runs until SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import threading
+
+from cli.options import add_edge_metrics_options, add_edge_options, add_loglevel, env, flag
+from edge.applier import ApplierConfig
+from edge.applier import run as run_applier
+from edge.kube import api_client
+from ops.observability import metrics_from_args
+from streams.settings import add_kafka_options, kafka_settings
+
+NAME = "apply"
+HELP = "apply decisions to one cluster"
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    p = sub.add_parser(NAME, help=HELP, description=HELP)
+    add_edge_options(p)
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        default=flag("dry_run"),
+        help="write nothing (the API server still validates every write with dryRun=All)",
+    )
+    p.add_argument("--group-id", default=env("group_id"), help="consumer group (default tandem-applier-<cluster>)")
+    p.add_argument(
+        "--offset-reset",
+        choices=("latest", "earliest"),
+        default=env("offset_reset", "latest"),
+        help="where a new consumer group starts (default latest: old decisions are not replayed)",
+    )
+    p.add_argument("--max-attempts", type=int, default=env("max_attempts", "6"), help="tries per decision")
+    add_loglevel(p, "info")
+    add_kafka_options(p)
+    add_edge_metrics_options(p)
+    p.set_defaults(run=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.cluster:
+        print("tandem apply: --cluster NAME is required (or TANDEM_CLUSTER)", file=sys.stderr)
+        return 2
+    if args.max_attempts < 1:
+        print("tandem apply: --max-attempts must be >= 1", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=args.loglevel.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("aiokafka").setLevel(max(logging.WARNING, logging.getLogger().level))
+    try:
+        settings = kafka_settings(args)
+        api = api_client(args.kubeconfig)  # imports the kubernetes client, only here
+    except Exception as exc:
+        print(f"tandem apply: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    config = ApplierConfig(args.cluster, args.dry_run, max_attempts=args.max_attempts)
+    try:
+        metrics, server = metrics_from_args(args)  # /metrics, /healthz, /readyz on --metrics-port
+    except OSError as exc:
+        print(f"tandem apply: metrics port {args.metrics_port}: {exc}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await run_applier(
+            settings,
+            config,
+            api,
+            group_id=args.group_id,
+            offset_reset=args.offset_reset,
+            stop=stop,
+            metrics=metrics,
+        )
+
+    try:
+        asyncio.run(go())
+    except Exception as exc:
+        print(f"tandem apply: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if server is not None:
+            server.close()
+    return 0

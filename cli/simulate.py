@@ -1,0 +1,55 @@
+"""``tandem simulate``: compare policies on recorded demand in closed loop (:mod:`analysis.simulate`).
+
+Prints the comparison table on stdout.  Exit codes: 0, 2 a usage error or a missing file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from analysis.simulate import simulate, table, write_report
+from cli.options import add_core_options, add_files, add_policy, env
+from streams.inputs import UsageError, load_command_inputs
+
+NAME = "simulate"
+HELP = "compare policies on recorded demand in closed loop"
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        NAME, help=HELP, description="recorded demand through policies in closed loop, compared on cost and risk"
+    )
+    add_files(p, "recorded streams (JSON Lines, .gz, - for stdin)")
+    add_policy(p, "a policy file to compare (repeatable)")
+    p.add_argument("--delay", type=float, default=env("delay", "30"), help="seconds from a decision to its effect")
+    add_core_options(p)
+    p.add_argument("--json", dest="json_out", default=env("json"), help="also write the outcomes as JSON here")
+    p.add_argument(
+        "--report", default=env("report"), help="write the HTML comparison (plots side by side) to this directory"
+    )
+    p.set_defaults(run=run, parser=p)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.policy:
+        args.parser.error("at least one --policy FILE (or TANDEM_POLICY) is required")
+    try:
+        settings, _ = load_command_inputs(args.files, args.policy, args.config, args.cluster, args.sync_period)
+    except UsageError as exc:
+        print(f"tandem simulate: {exc}", file=sys.stderr)
+        return 2
+    recordings: dict[str, list[dict[str, Any]]] | None = {} if args.report else None
+    outcomes = simulate(args.files, args.policy, settings, args.delay, sys.stderr, recordings)
+    print(table(outcomes))
+    if args.report and recordings is not None:
+        index = write_report(Path(args.report), outcomes, args.policy, recordings, settings, sys.stderr)
+        print(f"tandem simulate: report written to {index}", file=sys.stderr)
+    if args.json_out:
+        Path(args.json_out).write_bytes(orjson.dumps([o.row() for o in outcomes], option=orjson.OPT_INDENT_2))
+    return 0
