@@ -31,14 +31,28 @@ from typing import IO, Any
 
 import orjson
 
+from schemas.words import (
+    REASON_WORDS,
+    describe_blocked,
+    describe_change,
+    describe_inputs,
+    fmt_time,
+    held_back,
+    human_quantity,
+    outcome_sentences,
+    policy_phrase,
+    sentence,
+)
 from streams.security import KafkaSecurity
 from streams.settings import bootstrap_servers
 
 __all__ = [
+    "REASON_WORDS",
     "AuditEvent",
     "Filter",
     "describe_change",
     "explain",
+    "held_back",
     "human_quantity",
     "parse_time",
     "read_file",
@@ -54,21 +68,6 @@ TYPES = {
     "apply_failed": "dev.tandem.apply_failed.v1",
 }
 SHORT = {v: k for k, v in TYPES.items()}
-
-#: What each blocked reason (CONTRACT.md section 4) means, completing "... because ...".
-REASON_WORDS = {
-    "Weight": "the policy's weights give this axis no share at this replica count",
-    "UpdatePolicy": "the update policy of this direction is Off",
-    "StabilizationWindow": "the previous change is still within the stabilization window",
-    "MaintenanceWindow": "it is outside the maintenance time window",
-    "MinChange": "the change is smaller than the policy's minimum change",
-    "ParadoxicalScaling": "it would resize against the direction the replicas move (paradoxical scaling)",
-    "Cooldown": "the cooldown since the last scaling has not passed",
-    "MinFactor": "the change factor is below the policy's minimum factor",
-    "Bounds": "it would leave the policy's bounds",
-    "DryRun": "the policy runs as a dry run",
-    "GatheringData": "the policy is still gathering data",
-}
 
 
 @dataclass
@@ -147,11 +146,6 @@ def _event_ts(ev: Mapping[str, Any]) -> float | None:
         except ValueError:
             return None
     return None
-
-
-def fmt_time(ts: float) -> str:
-    dt = datetime.fromtimestamp(ts, UTC)
-    return dt.strftime("%Y-%m-%d %H:%M:%S" + (".%f" if dt.microsecond else "")) + " UTC"
 
 
 # ----------------------------------------------------------------------------------- reading
@@ -315,107 +309,6 @@ class Filter:
 # ----------------------------------------------------------------------------------- words
 
 
-def human_quantity(resource: str, value: Any) -> str:
-    """``"419430400"`` memory as ``400 MiB``, ``"1"`` CPU as ``1 core``; counts as they are."""
-    from scaling.quantity import parse_quantity
-
-    if isinstance(value, bool) or value is None:
-        return str(value)
-    res = resource.rsplit("/", 1)[-1]
-    if res not in ("cpu", "memory"):
-        return str(value)
-    try:
-        milli = parse_quantity(value)
-    except Exception:
-        return str(value)
-    if res == "cpu":
-        if milli % 1000 == 0:
-            cores = milli // 1000
-            return f"{cores} core" + ("" if cores == 1 else "s")
-        return f"{milli}m" if milli < 1000 else f"{milli / 1000:g} cores"
-    b = milli / 1000
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if b >= size:
-            return f"{b / size:.3g} {unit}" if b / size < 100 else f"{b / size:.0f} {unit}"
-    return f"{b:.0f} B"
-
-
-def describe_change(data: Mapping[str, Any], *, prose: bool = False) -> list[str]:
-    """Each change of a decision's ``data`` as a phrase: ``replicas 2 -> 3`` (``replicas from 2 to 3``)."""
-
-    def ch(before: Any, after: Any) -> str:
-        return f"from {before} to {after}" if prose else f"{before} -> {after}"
-
-    out: list[str] = []
-    r = data.get("replicas")
-    if isinstance(r, Mapping):
-        out.append(f"replicas {ch(r.get('from'), r.get('to'))}")
-    for cname, sections in sorted((data.get("containers") or {}).items()):
-        for section in ("requests", "limits"):
-            for res, c in sorted((sections.get(section) or {}).items()):
-                word = "request" if section == "requests" else "limit"
-                before = "none" if c.get("from") is None else human_quantity(res, c.get("from"))
-                out.append(f"the {res} {word} of {cname} {ch(before, human_quantity(res, c.get('to')))}")
-    for fld, c in sorted((data.get("hpa") or {}).items()):
-        if fld == "target_utilization" and isinstance(c, Mapping):
-            for target, tc in sorted(c.items()):
-                out.append(f"the HPA's target utilization of {target} {ch(tc.get('from'), tc.get('to'))} %")
-        elif isinstance(c, Mapping) and "to" in c:
-            out.append(f"the HPA's {fld.replace('_', ' ')} {ch(c.get('from'), c.get('to'))}")
-    return out
-
-
-def describe_blocked(b: Mapping[str, Any]) -> str:
-    """``api/cpu to 350m (MinChange)``."""
-    target = str(b.get("target", "?"))
-    wanted = b.get("wanted")
-    what = target if wanted is None else f"{target} to {human_quantity(target, wanted)}"
-    return f"{what} ({b.get('reason', '?')})"
-
-
-def held_back(blocked: Sequence[Mapping[str, Any]]) -> str:
-    """Blocked changes grouped by reason, in words: ``api/cpu (to 350m) and ... because ... (MinChange)``."""
-    by_reason: dict[str, list[str]] = {}
-    for b in blocked:
-        target = str(b.get("target", "?"))
-        wanted = b.get("wanted")
-        what = target if wanted is None else f"{target} (to {human_quantity(target, wanted)})"
-        by_reason.setdefault(str(b.get("reason", "?")), []).append(what)
-    parts = []
-    for reason, whats in by_reason.items():
-        why = REASON_WORDS.get(reason)
-        parts.append(f"{_sentence(whats)}, because {why} ({reason})" if why else f"{_sentence(whats)} ({reason})")
-    return "; ".join(parts)
-
-
-def describe_inputs(inputs: Mapping[str, Any]) -> list[str]:
-    out: list[str] = []
-    for key, value in inputs.items():
-        if key == "replicas":
-            out.append(f"{value} replicas running")
-        elif key == "hpa_desired_replicas":
-            out.append(f"the HPA recommendation of {value} replicas")
-        elif key == "vpa_target" and isinstance(value, Mapping):
-            for cname, res in sorted(value.items()):
-                if isinstance(res, Mapping):
-                    parts = ", ".join(f"{r} {human_quantity(r, q)}" for r, q in sorted(res.items()))
-                    out.append(f"the VPA target for {cname} ({parts})")
-        elif key == "metric" and isinstance(value, Mapping) and "series" in value:
-            target = f" against a target of {value['target']:g}" if isinstance(value.get("target"), int | float) else ""
-            out.append(f"series {value['series']} at {value.get('value')}{target}")
-        elif key == "recommended_replicas" and isinstance(value, Mapping):
-            out.append(f"recommended replicas {value.get('min')}..{value.get('max')}")
-        else:
-            shown = value if isinstance(value, str | int | float) else orjson.dumps(value).decode()
-            out.append(f"{key.replace('_', ' ')} {shown}")
-    return out
-
-
-def _policy(data: Mapping[str, Any]) -> str:
-    p = data.get("policy") or {}
-    return f"{p.get('kind', '?')} {p.get('name', '?')} ({p.get('mode', '?')})"
-
-
 def text_line(e: AuditEvent) -> str:
     """One readable line per event for ``--format text``."""
     ts = datetime.fromtimestamp(e.ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
@@ -429,7 +322,7 @@ def text_line(e: AuditEvent) -> str:
         blocked = d.get("blocked") or []
         if blocked:
             body += ("; " if body else "") + "blocked " + ", ".join(describe_blocked(b) for b in blocked)
-        return f"{head}  {_policy(d)}  {body}"
+        return f"{head}  {policy_phrase(d)}  {body}"
     if e.type == "applied":
         extra = f" (patched {', '.join(map(str, d['patched']))})" if isinstance(d.get("patched"), list) else ""
         return f"{head}  decision {d.get('decision', '?')} applied by {e.event.get('source', '?')}{extra}"
@@ -441,14 +334,6 @@ def text_line(e: AuditEvent) -> str:
 
 
 # ----------------------------------------------------------------------------------- explain
-
-
-def _sentence(items: Sequence[str]) -> str:
-    if not items:
-        return ""
-    if len(items) == 1:
-        return items[0]
-    return ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def resolve_key(key: str, events: Sequence[AuditEvent]) -> tuple[str | None, list[str]]:
@@ -484,47 +369,37 @@ def explain(key: str, events: Sequence[AuditEvent]) -> Iterator[str]:
     seen: set[str] = set()
     for e in ticks:
         d = e.data
-        lines = [f"{fmt_time(e.ts)} (tick {e.ts:.0f}). {_policy(d)}"]
+        lines = [f"{fmt_time(e.ts)} (tick {e.ts:.0f}). {policy_phrase(d)}"]
         inputs = describe_inputs(d.get("inputs") or {})
-        lines.append(f" saw {_sentence(inputs)}." if inputs else " had no inputs recorded.")
+        lines.append(f" saw {sentence(inputs)}." if inputs else " had no inputs recorded.")
         reasons = [str(r) for r in d.get("reasons") or ()]
         if reasons:
             lines.append(" Rule: " + "; ".join(r.rstrip(".") for r in reasons) + ".")
-        if e.type == "decision":
-            change = _sentence(describe_change(d, prose=True))
-            if d.get("dry_run"):
-                lines.append(f" Dry run, so nothing is applied: it would change {change}.")
-            else:
-                lines.append(f" Decision: {change}.")
-        else:
-            lines.append(" Nothing changed.")
-        blocked = d.get("blocked") or []
-        if blocked:
-            lines.append(f" Held back: {held_back(blocked)}.")
+        lines.extend(" " + o for o in outcome_sentences(e.type, d))
         eid = str(e.event.get("id", ""))
         seen.add(eid)
         if e.type == "decision" and not d.get("dry_run") and results:
             applied = results.get(eid, [])
             for r in applied:
-                lines.append(" " + _applier_sentence(r))
+                lines.append(" " + _appliersentence(r))
             if not applied:
                 lines.append(" No applier reported on it.")
         yield "".join(lines)
     orphans = [r for rid, rs in results.items() if rid not in seen for r in rs]
     for r in sorted(orphans, key=lambda r: (r.ts, r.seq)):
         yield (
-            f"{fmt_time(r.ts)}. " + _applier_sentence(r)[:-1] + f" for decision {r.data.get('decision')}, "
+            f"{fmt_time(r.ts)}. " + _appliersentence(r)[:-1] + f" for decision {r.data.get('decision')}, "
             "which is not in this stream (before --since, or from another run)."
         )
 
 
-def _applier_sentence(r: AuditEvent) -> str:
+def _appliersentence(r: AuditEvent) -> str:
     rd = r.data
     who = r.event.get("source", "an applier")
     by = f" ({rd['applier']})" if isinstance(rd.get("applier"), str) else ""
     if r.type == "applied":
         patched = rd.get("patched")
-        what = f", patching {_sentence([str(p) for p in patched])}" if isinstance(patched, list) and patched else ""
+        what = f", patching {sentence([str(p) for p in patched])}" if isinstance(patched, list) and patched else ""
         return f"Applied by {who}{by} at {fmt_time(r.ts)}{what}."
     return f"The applier {who}{by} failed at {fmt_time(r.ts)}: {rd.get('error', 'no error given')}."
 

@@ -1,0 +1,175 @@
+"""The plain words of the audit vocabulary: what ``tandem audit explain`` says about a decision.
+
+Pure text functions over the ``data`` of decision and blocked CloudEvents (CONTRACT.md section 4),
+shared by the audit command (:mod:`analysis.audit`) and the edge, which writes the same sentences
+as Kubernetes Events on the scaled workload (docs/edge.md): one wording, wherever people read it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from scaling.quantity import parse_quantity
+
+__all__ = [
+    "REASON_WORDS",
+    "describe_blocked",
+    "describe_change",
+    "describe_inputs",
+    "fmt_time",
+    "held_back",
+    "human_quantity",
+    "outcome_sentences",
+    "policy_phrase",
+    "sentence",
+]
+
+#: What each blocked reason (CONTRACT.md section 4) means, completing "... because ...".
+REASON_WORDS = {
+    "Weight": "the policy's weights give this axis no share at this replica count",
+    "UpdatePolicy": "the update policy of this direction is Off",
+    "StabilizationWindow": "the previous change is still within the stabilization window",
+    "MaintenanceWindow": "it is outside the maintenance time window",
+    "MinChange": "the change is smaller than the policy's minimum change",
+    "ParadoxicalScaling": "it would resize against the direction the replicas move (paradoxical scaling)",
+    "Cooldown": "the cooldown since the last scaling has not passed",
+    "MinFactor": "the change factor is below the policy's minimum factor",
+    "Bounds": "it would leave the policy's bounds",
+    "DryRun": "the policy runs as a dry run",
+    "GatheringData": "the policy is still gathering data",
+}
+
+
+def fmt_time(ts: float) -> str:
+    dt = datetime.fromtimestamp(ts, UTC)
+    return dt.strftime("%Y-%m-%d %H:%M:%S" + (".%f" if dt.microsecond else "")) + " UTC"
+
+
+def human_quantity(resource: str, value: Any) -> str:
+    """``"419430400"`` memory as ``400 MiB``, ``"1"`` CPU as ``1 core``; counts as they are."""
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    res = resource.rsplit("/", 1)[-1]
+    if res not in ("cpu", "memory"):
+        return str(value)
+    try:
+        milli = parse_quantity(value)
+    except Exception:
+        return str(value)
+    if res == "cpu":
+        if milli % 1000 == 0:
+            cores = milli // 1000
+            return f"{cores} core" + ("" if cores == 1 else "s")
+        return f"{milli}m" if milli < 1000 else f"{milli / 1000:g} cores"
+    b = milli / 1000
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if b >= size:
+            return f"{b / size:.3g} {unit}" if b / size < 100 else f"{b / size:.0f} {unit}"
+    return f"{b:.0f} B"
+
+
+def describe_change(data: Mapping[str, Any], *, prose: bool = False) -> list[str]:
+    """Each change of a decision's ``data`` as a phrase: ``replicas 2 -> 3`` (``replicas from 2 to 3``)."""
+
+    def ch(before: Any, after: Any) -> str:
+        return f"from {before} to {after}" if prose else f"{before} -> {after}"
+
+    out: list[str] = []
+    r = data.get("replicas")
+    if isinstance(r, Mapping):
+        out.append(f"replicas {ch(r.get('from'), r.get('to'))}")
+    for cname, sections in sorted((data.get("containers") or {}).items()):
+        for section in ("requests", "limits"):
+            for res, c in sorted((sections.get(section) or {}).items()):
+                word = "request" if section == "requests" else "limit"
+                before = "none" if c.get("from") is None else human_quantity(res, c.get("from"))
+                out.append(f"the {res} {word} of {cname} {ch(before, human_quantity(res, c.get('to')))}")
+    for fld, c in sorted((data.get("hpa") or {}).items()):
+        if fld == "target_utilization" and isinstance(c, Mapping):
+            for target, tc in sorted(c.items()):
+                out.append(f"the HPA's target utilization of {target} {ch(tc.get('from'), tc.get('to'))} %")
+        elif isinstance(c, Mapping) and "to" in c:
+            out.append(f"the HPA's {fld.replace('_', ' ')} {ch(c.get('from'), c.get('to'))}")
+    return out
+
+
+def describe_blocked(b: Mapping[str, Any]) -> str:
+    """``api/cpu to 350m (MinChange)``."""
+    target = str(b.get("target", "?"))
+    wanted = b.get("wanted")
+    what = target if wanted is None else f"{target} to {human_quantity(target, wanted)}"
+    return f"{what} ({b.get('reason', '?')})"
+
+
+def held_back(blocked: Sequence[Mapping[str, Any]]) -> str:
+    """Blocked changes grouped by reason, in words: ``api/cpu (to 350m) and ... because ... (MinChange)``."""
+    by_reason: dict[str, list[str]] = {}
+    for b in blocked:
+        target = str(b.get("target", "?"))
+        wanted = b.get("wanted")
+        what = target if wanted is None else f"{target} (to {human_quantity(target, wanted)})"
+        by_reason.setdefault(str(b.get("reason", "?")), []).append(what)
+    parts = []
+    for reason, whats in by_reason.items():
+        why = REASON_WORDS.get(reason)
+        parts.append(f"{sentence(whats)}, because {why} ({reason})" if why else f"{sentence(whats)} ({reason})")
+    return "; ".join(parts)
+
+
+def describe_inputs(inputs: Mapping[str, Any]) -> list[str]:
+    out: list[str] = []
+    for key, value in inputs.items():
+        if key == "replicas":
+            out.append(f"{value} replicas running")
+        elif key == "hpa_desired_replicas":
+            out.append(f"the HPA recommendation of {value} replicas")
+        elif key == "vpa_target" and isinstance(value, Mapping):
+            for cname, res in sorted(value.items()):
+                if isinstance(res, Mapping):
+                    parts = ", ".join(f"{r} {human_quantity(r, q)}" for r, q in sorted(res.items()))
+                    out.append(f"the VPA target for {cname} ({parts})")
+        elif key == "metric" and isinstance(value, Mapping) and "series" in value:
+            target = f" against a target of {value['target']:g}" if isinstance(value.get("target"), int | float) else ""
+            out.append(f"series {value['series']} at {value.get('value')}{target}")
+        elif key == "recommended_replicas" and isinstance(value, Mapping):
+            out.append(f"recommended replicas {value.get('min')}..{value.get('max')}")
+        else:
+            shown = value if isinstance(value, str | int | float) else orjson.dumps(value).decode()
+            out.append(f"{key.replace('_', ' ')} {shown}")
+    return out
+
+
+def policy_phrase(data: Mapping[str, Any]) -> str:
+    p = data.get("policy") or {}
+    return f"{p.get('kind', '?')} {p.get('name', '?')} ({p.get('mode', '?')})"
+
+
+def sentence(items: Sequence[str]) -> str:
+    if not items:
+        return ""
+    if len(items) == 1:
+        return items[0]
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def outcome_sentences(type_: str, data: Mapping[str, Any]) -> list[str]:
+    """What a tick did, as ``tandem audit explain`` says it: ``Decision: ...`` (or the dry run, or
+    ``Nothing changed.``), then ``Held back: ...`` when a change was blocked.  ``type_`` is
+    ``decision`` or ``blocked``."""
+    out: list[str] = []
+    if type_ == "decision":
+        change = sentence(describe_change(data, prose=True))
+        if data.get("dry_run"):
+            out.append(f"Dry run, so nothing is applied: it would change {change}.")
+        else:
+            out.append(f"Decision: {change}.")
+    else:
+        out.append("Nothing changed.")
+    blocked = data.get("blocked") or []
+    if blocked:
+        out.append(f"Held back: {held_back(blocked)}.")
+    return out
