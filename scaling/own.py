@@ -36,7 +36,7 @@ MAX_PODS = 2000
 
 
 def _wants_hpa(state: WorkloadState, policy: Policy) -> HpaTemplate | None:
-    if state.typed("hpa") is not None:
+    if state.hpa_event is not None:
         return None
     # The template may depend on what the policy decided so far: its memory, as ``decide`` gets it.
     tmpl = policy.hpa_template(state.memory.get(policy.kind, {}))
@@ -46,17 +46,16 @@ def _wants_hpa(state: WorkloadState, policy: Policy) -> HpaTemplate | None:
 
 
 def _wants_vpa(state: WorkloadState, policy: Policy) -> VpaTemplate | None:
-    if state.typed("vpa") is not None:
+    if state.vpa_event is not None:
         return None
     return policy.vpa_template()
 
 
 def _vpa_states(state: WorkloadState) -> dict[str, vpa_rec.ContainerState]:
-    live: dict[str, vpa_rec.ContainerState] | None = state._typed.get("vpa_live")
+    live = state.vpa_live
     if live is None:
         raw = state.recommender.get("vpa") or {}
-        live = {c: vpa_rec.ContainerState.from_dict(d) for c, d in raw.items()}
-        state._typed["vpa_live"] = live
+        live = state.vpa_live = {c: vpa_rec.ContainerState.from_dict(d) for c, d in raw.items()}
     return live
 
 
@@ -153,7 +152,7 @@ def own_hpa(
         # Without pod status in the stream every pod with samples counts as running, ready and old.
         pods = [hpa_rec.PodInfo(p, True, "Running", tick - 3600.0) for p in sorted(fresh)]
     status_replicas = len(spec.pods) if spec.pods is not None else spec.replicas
-    hstate: hpa_rec.HpaState | None = state._typed.get("hpa_live")
+    hstate = state.hpa_live
     if hstate is None:
         hstate = hpa_rec.HpaState.from_dict(rec["hpa"]) if "hpa" in rec else hpa_rec.HpaState()
     result, hstate = hpa_rec.recommend(
@@ -169,7 +168,7 @@ def own_hpa(
         tick,
         settings.hpa_config,
     )
-    state._typed["hpa_live"] = hstate  # serialised with the state (WorkloadState.to_dict)
+    state.hpa_live = hstate  # serialised with the state (WorkloadState.to_dict)
     raw: dict[str, Any] = {
         "type": "hpa",
         "ts": tick,
@@ -239,7 +238,7 @@ def own_vpa(
     else:
         published = None
     assert raw is not None
-    cached: tuple[Any, VpaEvent] | None = state._typed.get("vpa_own")
+    cached = state.vpa_own
     if cached is not None and cached[0] == raw["containers"]:
         # between recommender runs, or when a run gives the same figures, the same recommendation
         # holds; only its time moves
@@ -251,7 +250,7 @@ def own_vpa(
         }
     containers = {c: VpaRecommendation(**parts) for c, parts in fresh.items()}
     event = VpaEvent(tick, spec.workload, containers, tuple(raw["conditions"]), "tandem")
-    state._typed["vpa_own"] = (raw["containers"], event)
+    state.vpa_own = (raw["containers"], event)
     return event, published
 
 

@@ -84,14 +84,12 @@ def _apply(
                 state.oom[c.container] = event.ts if prev is None else max(prev, event.ts)
         return
     if isinstance(event, PolicyEvent):
-        if event.manifest is None:
-            state.forget("policy")
-            state._typed.pop("policy_obj", None)
+        if event.manifest is None or policy_obj is None:
+            state.forget_policy()
             state.memory.clear()
             return
         previous = state.raw.get("policy")
-        state.remember(raw, event)
-        state._typed["policy_obj"] = policy_obj
+        state.remember_policy(raw, event, policy_obj)
         if previous is not None and _kind(previous.get("policy")) != _kind(event.manifest):
             state.memory.clear()  # a different kind starts from a clean slate
         return
@@ -105,13 +103,12 @@ def _kind(manifest: Any) -> Any:
 
 
 def policy_of(state: WorkloadState) -> Policy | None:
-    if "policy_obj" not in state._typed:
-        ev: PolicyEvent | None = state.typed("policy")
-        state._typed["policy_obj"] = (
-            parse_policy(ev.manifest, ev.workload) if ev is not None and ev.manifest is not None else None
-        )
-    obj: Policy | None = state._typed["policy_obj"]
-    return obj
+    """The workload's policy, parsed again from the stored manifest after a restore."""
+    if state.policy is None:
+        ev = state.policy_event
+        if ev is not None and ev.manifest is not None:
+            state.policy = parse_policy(ev.manifest, ev.workload)
+    return state.policy
 
 
 def _reconcile(state: WorkloadState, tick: float, settings: Settings) -> list[Emitted]:
@@ -122,12 +119,12 @@ def _reconcile(state: WorkloadState, tick: float, settings: Settings) -> list[Em
         return []
     ref = spec.workload
     emitted: list[Emitted] = []
-    hpa = state.typed("hpa")
+    hpa = state.hpa_event
     if hpa is None:
         hpa, published = own.own_hpa(state, policy, spec, tick, settings)
         if published is not None:
             emitted.append(("hpa", published))
-    vpa = state.typed("vpa")
+    vpa = state.vpa_event
     if vpa is None:
         vpa, published = own.own_vpa(state, policy, spec, tick, settings)
         if published is not None:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from .events import (
     ContainerResources,
+    Event,
     HpaEvent,
     PolicyEvent,
     Qty,
@@ -24,12 +25,17 @@ from .events import (
     WorkloadEvent,
     decode_event,
 )
+from .policies.base import Policy
 from .quantity import format_quantity
+from .recommend.hpa import HpaState
+from .recommend.vpa import ContainerState
 
 __all__ = ["MAX_SERIES", "WorkloadState"]
 
 #: Bound on the (series, pod) pairs kept per workload; the oldest are dropped first.
 MAX_SERIES = 512
+
+_E = TypeVar("_E", bound=Event)
 
 
 @dataclass(slots=True)
@@ -47,25 +53,85 @@ class WorkloadState:
     last_blocked: str | None = None
     #: Own recommenders' state (HPA history, VPA histograms), owned by ``scaling.recommend``.
     recommender: dict[str, Any] = field(default_factory=dict)
-    # typed caches, rebuilt from ``raw`` on load; never serialised
-    _typed: dict[str, Any] = field(default_factory=dict)
+
+    # --- caches: rebuilt from the fields above after a restore, never serialised --------------
+    # The latest inputs decoded (from ``raw``, lazily after a restore).
+    _workload: WorkloadEvent | None = field(default=None, repr=False, compare=False)
+    _hpa: HpaEvent | None = field(default=None, repr=False, compare=False)
+    _vpa: VpaEvent | None = field(default=None, repr=False, compare=False)
+    _policy_event: PolicyEvent | None = field(default=None, repr=False, compare=False)
+    #: The parsed policy of ``raw["policy"]``; set by the reconcile loop, which parses it (again
+    #: after a restore).
+    policy: Policy | None = field(default=None, repr=False, compare=False)
+    #: The own recommenders' live state (VPA histograms per container, the HPA's history): kept as
+    #: objects while the worker runs, serialised into ``recommender`` by :meth:`to_dict`.
+    vpa_live: dict[str, ContainerState] | None = field(default=None, repr=False, compare=False)
+    hpa_live: HpaState | None = field(default=None, repr=False, compare=False)
+    #: The own VPA's last recommendation: (its ``containers`` as published, the event built from them).
+    vpa_own: tuple[Any, VpaEvent] | None = field(default=None, repr=False, compare=False)
 
     # --- inputs ---------------------------------------------------------------------------
 
-    def typed(self, kind: str) -> Any:
-        if kind not in self._typed and kind in self.raw and self.raw[kind] is not None:
-            self._typed[kind] = decode_event(self.raw[kind])
-        return self._typed.get(kind)
+    def _decoded(self, kind: str, cls: type[_E]) -> _E | None:
+        value = self.raw.get(kind)
+        if value is None:
+            return None
+        event = decode_event(value)
+        if not isinstance(event, cls):
+            raise TypeError(f"state {self.key}: raw[{kind!r}] decodes to {type(event).__name__}")
+        return event
+
+    @property
+    def workload_event(self) -> WorkloadEvent | None:
+        """The latest ``workload`` event as observed (:attr:`spec` adds what tandem assumes applied)."""
+        if self._workload is None:
+            self._workload = self._decoded("workload", WorkloadEvent)
+        return self._workload
+
+    @property
+    def hpa_event(self) -> HpaEvent | None:
+        """The latest ``hpa`` event from a cluster (tandem's own are never stored)."""
+        if self._hpa is None:
+            self._hpa = self._decoded("hpa", HpaEvent)
+        return self._hpa
+
+    @property
+    def vpa_event(self) -> VpaEvent | None:
+        """The latest ``vpa`` event from a cluster (tandem's own are never stored)."""
+        if self._vpa is None:
+            self._vpa = self._decoded("vpa", VpaEvent)
+        return self._vpa
+
+    @property
+    def policy_event(self) -> PolicyEvent | None:
+        """The latest ``policy`` event with a manifest (a deletion forgets the policy)."""
+        if self._policy_event is None:
+            self._policy_event = self._decoded("policy", PolicyEvent)
+        return self._policy_event
 
     def remember(self, raw: Mapping[str, Any], event: WorkloadEvent | HpaEvent | VpaEvent | PolicyEvent) -> None:
         self.raw[event.type] = dict(raw)
-        self._typed[event.type] = event
-        if event.type == "workload" and self.overlay and event.ts > self.overlay.get("tick", 0):
-            self.overlay = {}  # the cluster has spoken: its spec replaces what tandem assumed
+        if isinstance(event, WorkloadEvent):
+            self._workload = event
+            if self.overlay and event.ts > self.overlay.get("tick", 0):
+                self.overlay = {}  # the cluster has spoken: its spec replaces what tandem assumed
+        elif isinstance(event, HpaEvent):
+            self._hpa = event
+        elif isinstance(event, VpaEvent):
+            self._vpa = event
+        else:
+            self._policy_event = event
 
-    def forget(self, kind: str) -> None:
-        self.raw.pop(kind, None)
-        self._typed.pop(kind, None)
+    def remember_policy(self, raw: Mapping[str, Any], event: PolicyEvent, policy: Policy) -> None:
+        """Keep a policy event and the policy parsed from it."""
+        self.remember(raw, event)
+        self.policy = policy
+
+    def forget_policy(self) -> None:
+        """The policy was deleted: the workload has none until the next policy event."""
+        self.raw.pop("policy", None)
+        self._policy_event = None
+        self.policy = None
 
     def note_series(self, ts: float, sample: SeriesSample) -> None:
         k = (sample.series, sample.pod)
@@ -77,7 +143,7 @@ class WorkloadState:
     @property
     def spec(self) -> WorkloadEvent | None:
         """The workload as tandem believes it is now: observed spec plus assumed-applied changes."""
-        ev: WorkloadEvent | None = self.typed("workload")
+        ev = self.workload_event
         if ev is None or not self.overlay:
             return ev
         containers = dict(ev.containers)
@@ -131,8 +197,8 @@ class WorkloadState:
 
     def _recommender_snapshot(self) -> dict[str, Any]:
         # The VPA histograms live as objects while the worker runs; they serialise on the way out.
-        live = self._typed.get("vpa_live")
-        hpa = self._typed.get("hpa_live")
+        live = self.vpa_live
+        hpa = self.hpa_live
         if live is None and hpa is None:
             return self.recommender
         out = dict(self.recommender)
