@@ -37,9 +37,20 @@ class Policy(Protocol):
     kind is one module and one :func:`~scaling.policies.registry.register` call.
     """
 
-    kind: str
-    name: str
-    workload: WorkloadRef
+    @property
+    def kind(self) -> str:
+        """The manifest's ``kind`` (the registry's :attr:`PolicyKind.kind`)."""
+        ...
+
+    @property
+    def name(self) -> str:
+        """The manifest's ``metadata.name``."""
+        ...
+
+    @property
+    def workload(self) -> WorkloadRef:
+        """The workload the policy scales."""
+        ...
 
     def decide(self, view: View, memory: dict[str, Any]) -> Outcome:
         """Return what should change at ``view.tick``; may update ``memory`` (JSON-safe values only)."""
