@@ -31,6 +31,7 @@ from typing import IO, Any
 
 import orjson
 
+from scaling.vocabulary import CLOUDEVENT_TYPES
 from schemas.words import (
     REASON_WORDS,
     describe_blocked,
@@ -61,12 +62,8 @@ __all__ = [
     "text_line",
 ]
 
-TYPES = {
-    "decision": "dev.tandem.decision.v1",
-    "blocked": "dev.tandem.blocked.v1",
-    "applied": "dev.tandem.applied.v1",
-    "apply_failed": "dev.tandem.apply_failed.v1",
-}
+#: ``--type`` name -> CloudEvent type.
+TYPES = CLOUDEVENT_TYPES
 SHORT = {v: k for k, v in TYPES.items()}
 
 

@@ -29,12 +29,12 @@ from typing import IO, Any
 
 import orjson
 
-from scaling.cloudevents import DECISION
 from scaling.engine import Engine, policy_event
 from scaling.events import ContainerSample, MetricEvent, PolicyEvent, WorkloadEvent, WorkloadRef
 from scaling.policies import parse_policy
 from scaling.quantity import format_quantity, parse_quantity
 from scaling.settings import Settings
+from scaling.vocabulary import DECISION
 from streams.inputs import load_manifests
 from streams.replay import ReplayStats, read_events
 

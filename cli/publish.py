@@ -11,6 +11,7 @@ import time
 from cli.options import add_core_options, add_files, add_policy, add_strict
 from scaling.engine import policy_event
 from scaling.errors import InvalidEvent
+from scaling.vocabulary import EVENT_TYPES
 from streams.inputs import UsageError, load_command_inputs
 from streams.publish import messages, publish, warn_retention
 from streams.replay import ReplayStats, StrictError, read_events
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     elapsed = time.monotonic() - started
     counts = plan.counts
-    by_type = ", ".join(f"{counts[t]} {t}" for t in ("metric", "workload", "hpa", "vpa", "policy") if counts[t])
+    by_type = ", ".join(f"{counts[t]} {t}" for t in EVENT_TYPES if counts[t])
     rate = len(plan.items) / elapsed if elapsed > 0 else 0.0
     print(
         f"tandem publish: {len(plan.items)} message(s) ({by_type or 'none'}) for {len(plan.workloads)} workload(s) "

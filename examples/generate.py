@@ -29,6 +29,7 @@ import orjson
 from scaling.engine import Engine
 from scaling.quantity import format_quantity, parse_quantity
 from scaling.settings import Settings
+from scaling.vocabulary import DECISION
 from streams.inputs import load_manifests
 
 HERE = Path(__file__).resolve().parent
@@ -198,7 +199,7 @@ def generate(days: int, seed: int) -> list[dict[str, Any]]:
     def emit(e: dict[str, Any]) -> None:
         events.append(e)
         for kind, out in engine.process(e):
-            if kind == "audit" and out["type"] == "dev.tandem.decision.v1" and not out["data"]["dry_run"]:
+            if kind == "audit" and out["type"] == DECISION and not out["data"]["dry_run"]:
                 pending.append((out["data"]["tick"] + APPLY_DELAY, by_key[out["subject"]], out["data"]))
 
     for m in ms:

@@ -48,6 +48,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from scaling.vocabulary import APPLIED, APPLY_FAILED, BLOCKED, DECISION
 from streams.settings import env
 
 __all__ = [
@@ -61,11 +62,6 @@ __all__ = [
     "decision_action",
     "metrics_from_args",
 ]
-
-DECISION = "dev.tandem.decision.v1"
-BLOCKED = "dev.tandem.blocked.v1"
-APPLIED = "dev.tandem.applied.v1"
-APPLY_FAILED = "dev.tandem.apply_failed.v1"
 
 #: Readiness fails when the consumer is more than this many messages behind (0 disables the check).
 DEFAULT_MAX_LAG = 10_000

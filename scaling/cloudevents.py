@@ -13,12 +13,9 @@ from typing import Any
 
 import orjson
 
-__all__ = ["APPLIED", "APPLY_FAILED", "BLOCKED", "DECISION", "cloudevent", "event_id", "rfc3339"]
+from .vocabulary import APPLIED, APPLY_FAILED, BLOCKED, DECISION
 
-DECISION = "dev.tandem.decision.v1"
-BLOCKED = "dev.tandem.blocked.v1"
-APPLIED = "dev.tandem.applied.v1"
-APPLY_FAILED = "dev.tandem.apply_failed.v1"
+__all__ = ["APPLIED", "APPLY_FAILED", "BLOCKED", "DECISION", "cloudevent", "event_id", "rfc3339"]
 
 
 def rfc3339(ts: float) -> str:

@@ -18,6 +18,7 @@ from typing import Any, Literal, NamedTuple
 from .errors import InvalidEvent
 from .quantity import MAX_MILLI, parse_quantity
 from .spelling import did_you_mean, unknown_fields
+from .vocabulary import EVENT_TYPES
 
 __all__ = [
     "EVENT_TYPES",
@@ -38,7 +39,6 @@ __all__ = [
     "decode_workload_ref",
 ]
 
-EVENT_TYPES = ("metric", "workload", "hpa", "vpa", "policy")
 #: Event time beyond this (year 5138) is a unit mistake (milliseconds), not a timestamp.
 _MAX_TS = 1e11
 

@@ -59,6 +59,7 @@ from scaling.events import Event, WorkloadRef, decode_event
 from scaling.reconcile import flush, ingest
 from scaling.settings import Settings
 from scaling.state import WorkloadState
+from scaling.vocabulary import TIE_ORDER
 
 __all__ = [
     "INF",
@@ -76,7 +77,7 @@ __all__ = [
 
 INF = math.inf
 #: Input event types; a type's rank orders events with the same ``ts`` (any fixed order would do).
-KINDS = ("policy", "workload", "hpa", "vpa", "metric")
+KINDS = TIE_ORDER
 RANK = {kind: i for i, kind in enumerate(KINDS)}
 
 #: An inbox entry: (ts, type rank, offset, raw JSON value, decoded event or None after a reload).

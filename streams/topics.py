@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from scaling.vocabulary import EVENT_TYPES
 from streams.settings import KafkaSettings
 
 __all__ = [
@@ -40,12 +41,12 @@ __all__ = [
 
 DAY_MS = 24 * 3600 * 1000
 
-#: Input topics (suffixes), in the order of the event types of CONTRACT.md section 3.
-INPUT_TOPICS = ("metrics", "workloads", "hpa", "vpa", "policies")
-#: Output topics (suffixes).
-OUTPUT_TOPICS = ("actuator", "audit", "deadletter")
 #: Event type -> input topic suffix.
 TOPIC_OF_TYPE = {"metric": "metrics", "workload": "workloads", "hpa": "hpa", "vpa": "vpa", "policy": "policies"}
+#: Input topics (suffixes), in the order of the event types of CONTRACT.md section 3.
+INPUT_TOPICS = tuple(TOPIC_OF_TYPE[t] for t in EVENT_TYPES)
+#: Output topics (suffixes).
+OUTPUT_TOPICS = ("actuator", "audit", "deadletter")
 #: Compacted topics: the latest value per key is what counts.
 COMPACTED = frozenset({"workloads", "policies"})
 #: Time retention of the other topics.

@@ -35,6 +35,7 @@ from ops.observability import Metrics
 from scaling.cloudevents import APPLIED, DECISION
 from scaling.engine import Engine
 from scaling.events import decode_event
+from scaling.vocabulary import EVENT_TYPES
 from streams.settings import KafkaSettings
 from streams.topics import INPUT_TOPICS, ensure_topics, topic_name
 from tests.fixtures.kafka import run_sync, wait_for
@@ -368,7 +369,7 @@ def test_collected_events_round_trip_to_the_workers_decision_and_back_into_the_c
     def counted() -> dict[str, float]:
         return {
             t: v
-            for t in ("metric", "workload", "hpa", "vpa", "policy")
+            for t in EVENT_TYPES
             if (v := r.metrics.registry.get_sample_value("tandem_events_total", {"type": t}))
         }
 

@@ -33,11 +33,12 @@ from scaling.events import (
 )
 from scaling.policies import parse_policy, policy_target
 from scaling.quantity import format_cpu, format_memory, format_quantity, parse_duration, parse_quantity
+from scaling.vocabulary import CLOUDEVENT_TYPES, TIE_ORDER
 from schemas.codec import decode
 
 EXAMPLES = Path(schemas.__file__).parent / "examples"
 INVALID = EXAMPLES / "invalid"
-INPUT_TYPES = ("metric", "workload", "hpa", "vpa", "policy")
+INPUT_TYPES = EVENT_TYPES
 WL = {"cluster": "c1", "namespace": "shop", "kind": "Deployment", "name": "web"}
 T0 = 1762250400.0
 
@@ -126,6 +127,16 @@ def test_event_schema_lists_exactly_the_decoders_event_types() -> None:
     assert len(schema["oneOf"]) == len(EVENT_TYPES)
     common = schemas.load_schema("common")["$defs"]["eventCommon"]
     assert tuple(common["properties"]["type"]["enum"]) == EVENT_TYPES
+
+
+def test_decision_schema_lists_exactly_the_vocabularys_cloudevent_types() -> None:
+    schema = schemas.load_schema("decision")
+    assert tuple(schema["properties"]["type"]["enum"]) == tuple(CLOUDEVENT_TYPES.values())
+    assert tuple(CLOUDEVENT_TYPES.values()) == (DECISION, BLOCKED, APPLIED, APPLY_FAILED)
+
+
+def test_the_merges_tie_order_ranks_every_event_type_once() -> None:
+    assert sorted(TIE_ORDER) == sorted(EVENT_TYPES) and len(set(TIE_ORDER)) == len(EVENT_TYPES)
 
 
 def test_blocked_reasons_in_the_decision_schema_are_the_contracts_names() -> None:

@@ -1,0 +1,44 @@
+"""tandem's event vocabulary, named once: the input event types and the CloudEvent types it writes.
+
+Everything else imports these names (the decoder, the merge, the topics, the schemas' tests, the
+metrics, the audit reader), so a new event type or a new CloudEvent version is one edit here plus
+the JSON Schemas, which ``tests/unit/test_schemas.py`` holds to this module.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "APPLIED",
+    "APPLY_FAILED",
+    "BLOCKED",
+    "CLOUDEVENT_TYPES",
+    "DECISION",
+    "EVENT_TYPES",
+    "TIE_ORDER",
+]
+
+#: The input event types in the order of docs/contract.md section 3 (the order error messages,
+#: summaries and the schemas' ``enum`` list them in).
+EVENT_TYPES: Final = ("metric", "workload", "hpa", "vpa", "policy")
+
+#: The same types in the order the worker's merge takes events with the same ``ts``
+#: (``streams.merge.RANK``): a policy or a spec before the recommendations and metrics it shapes.
+#: Any fixed order would be correct; this one must never change between a worker and its restart.
+TIE_ORDER: Final = ("policy", "workload", "hpa", "vpa", "metric")
+
+#: CloudEvent ``type`` of a decision and of a blocked-change report (docs/contract.md section 4).
+DECISION: Final = "dev.tandem.decision.v1"
+BLOCKED: Final = "dev.tandem.blocked.v1"
+#: CloudEvent ``type`` of an applier's result (docs/edge.md).
+APPLIED: Final = "dev.tandem.applied.v1"
+APPLY_FAILED: Final = "dev.tandem.apply_failed.v1"
+
+#: Short name (``tandem audit --type``) -> CloudEvent ``type``, in the order of the audit stream's story.
+CLOUDEVENT_TYPES: Final = {
+    "decision": DECISION,
+    "blocked": BLOCKED,
+    "applied": APPLIED,
+    "apply_failed": APPLY_FAILED,
+}
