@@ -38,6 +38,8 @@ class Settings:
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any] | None, **overrides: Any) -> Settings:
+        if raw is not None and not isinstance(raw, Mapping):
+            raise InvalidPolicy("", f"settings must be a mapping, got {type(raw).__name__}")
         raw = dict(raw or {})
         for key in raw:
             if key not in _TOP:

@@ -17,6 +17,7 @@ from scaling.settings import Settings
 
 __all__ = [
     "BrokenStream",
+    "SettingsError",
     "UsageError",
     "check_stream",
     "iter_lines",
@@ -36,6 +37,10 @@ _SNIFF = 1 << 16
 
 class UsageError(Exception):
     """A missing file, or a settings or policy file tandem cannot use: the command exits 2."""
+
+
+class SettingsError(ValueError):
+    """A settings file (``--config``) or option tandem cannot use; the text names the file or the option."""
 
 
 class BrokenStream(InvalidEvent):
@@ -63,6 +68,8 @@ def _why_unreadable(path: str, exc: BaseException) -> str:
         return f"{path}: not valid YAML: line {mark.line + 1} column {mark.column + 1}: {exc.problem or exc.context}"
     if isinstance(exc, yaml.YAMLError):
         return f"{path}: not valid YAML: {exc}"
+    if isinstance(exc, RecursionError):
+        return f"{path}: nested too deeply to read"
     if isinstance(exc, UnicodeDecodeError):
         return f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); is it a binary file?"
     return f"{path}: {_stream_reason(exc)}"
@@ -194,7 +201,7 @@ def load_command_inputs(
     for path in policy_paths:
         try:
             docs = load_manifests(path)
-        except (OSError, ValueError, yaml.YAMLError) as exc:
+        except (OSError, ValueError, yaml.YAMLError, RecursionError) as exc:
             raise UsageError(_why_unreadable(path, exc)) from None
         if not docs:
             raise UsageError(f"{path}: no policy manifest in this file (expected Hvpa, Tortoise or CustomHpa)")
@@ -210,25 +217,26 @@ def load_command_inputs(
 def load_core_settings(config: str | None, cluster: str | None, sync_period: float | str | None) -> Settings:
     """The decision core's settings: ``--config`` YAML plus the ``--cluster``/``--sync-period`` overrides.
 
-    Every error is a :class:`ValueError` whose text names the file (or the option) it is about.
+    Every error is a :class:`SettingsError` (a ``ValueError``) whose text names the file, or the
+    option, it is about.
     """
     raw: dict[str, Any] = {}
     if config:
         try:
             docs = load_yaml_file(config)
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise ValueError(_why_unreadable(config, exc)) from None
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
+            raise SettingsError(_why_unreadable(config, exc)) from None
         if len(docs) != 1 or not isinstance(docs[0], dict):
-            raise ValueError(f"{config}: expected one mapping of settings")
+            raise SettingsError(f"{config}: expected one mapping of settings")
         raw = docs[0]
     try:
         period = float(sync_period) if sync_period is not None else None
     except ValueError:
-        raise ValueError(f"--sync-period: {sync_period!r} is not a number of seconds") from None
+        raise SettingsError(f"--sync-period: {sync_period!r} is not a number of seconds") from None
     try:
         return Settings.from_mapping(raw, cluster=cluster, sync_period=period)
     except InvalidEvent as exc:
         options = {"cluster": cluster, "sync_period": period}
         if options.get(exc.field) is not None:
-            raise ValueError(f"--{exc.field.replace('_', '-')}: {exc.reason}") from None
-        raise ValueError(f"{config}: {exc}" if config else str(exc)) from None
+            raise SettingsError(f"--{exc.field.replace('_', '-')}: {exc.reason}") from None
+        raise SettingsError(f"{config}: {exc}" if config else str(exc)) from None

@@ -140,6 +140,8 @@ class TortoiseSettings:
         if period not in PERIODS:
             raise InvalidPolicy("tortoise.GatheringDataPeriodType", f"{period!r} is not weekly or daily")
         tz = raw.get("TimeZone", d.timezone)
+        if not isinstance(tz, str):  # config.go: TimeZone string
+            raise InvalidPolicy("tortoise.TimeZone", f"expected a time zone name, got {type(tz).__name__}")
         try:
             ReplicaHistory(str(tz), width)
         except ValueError as exc:
