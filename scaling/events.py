@@ -333,7 +333,10 @@ _REFS_MAX = 65536
 def decode_workload_ref(value: object, name: str = "workload") -> WorkloadRef:
     if type(value) is dict and len(value) == 4:
         key = (value.get("cluster"), value.get("namespace"), value.get("kind"), value.get("name"))
-        ref = _REFS.get(key)
+        try:
+            ref = _REFS.get(key)
+        except TypeError:  # an unhashable value (a list, an object): the full check names it
+            return _decode_workload_ref(value, name)
         if ref is None:
             ref = _decode_workload_ref(value, name)
             if len(_REFS) >= _REFS_MAX:
