@@ -167,9 +167,8 @@ def collect(
     """Replay the streams (embedded) and read the audit files; gather every chart's data."""
     from analysis.audit import read_file
     from scaling.engine import Engine
-    from scaling.events import HpaEvent, MetricEvent, PolicyEvent, VpaEvent, WorkloadEvent
     from scaling.quantity import parse_quantity
-    from streams.replay import ReplayStats, no_policy_warning, read_events
+    from streams.runner import ReplayStats, no_policy_warning, read_sorted, run
 
     err = err if err is not None else sys.stderr
     data = ReportData(from_stream=bool(stream_paths), inputs=[*stream_paths, *audit_paths])
@@ -200,58 +199,8 @@ def collect(
         def report(msg: str) -> None:
             err.write(msg + "\n")
 
-        events = read_events(stream_paths, report, stats, strict=strict)
-        events.sort(key=lambda e: e[0])
-        from scaling.errors import InvalidEvent
-
-        for _, _, (path, lineno, raw), event in events:
-            try:
-                emitted(engine.process(raw, event))
-            except InvalidEvent as exc:
-                report(f"{path}:{lineno}: {exc}")
-                continue
-            w = data.workload(event.workload.key)
-            if isinstance(event, MetricEvent):
-                by_container: dict[tuple[str, str], list[float]] = {}
-                for s in event.samples:
-                    if s.cpu is not None:
-                        by_container.setdefault((s.container, "cpu"), []).append(s.cpu)
-                    if s.memory is not None:
-                        by_container.setdefault((s.container, "memory"), []).append(float(s.memory))
-                for (cname, res), values in by_container.items():
-                    w.resource(cname, res).usage.points.append(
-                        (event.ts, sum(values) / len(values), min(values), max(values))
-                    )
-                per_series: dict[str, list[float]] = {}
-                for ss in event.series:
-                    per_series.setdefault(ss.series, []).append(ss.value)
-                for name, values in per_series.items():
-                    w.series.setdefault(name, []).append((event.ts, sum(values) / len(values)))
-            elif isinstance(event, WorkloadEvent):
-                w.replicas.append((event.ts, event.replicas))
-                for cname, cres in event.containers.items():
-                    for section in ("requests", "limits"):
-                        values = getattr(cres, section)
-                        for res in ("cpu", "memory"):
-                            q = values.get(res)
-                            getattr(w.resource(cname, res), section).append(
-                                (event.ts, None if q is None else _cores_or_bytes(res, q.milli))
-                            )
-            elif isinstance(event, HpaEvent):
-                if event.source != "tandem":
-                    w.hpa_desired.append((event.ts, event.desired_replicas))
-                if not w.bounds and event.min_replicas is not None and event.max_replicas is not None:
-                    w.bounds.append((-math.inf, event.min_replicas, event.max_replicas))
-            elif isinstance(event, VpaEvent):
-                if event.source != "tandem":
-                    for cname, rec in event.containers.items():
-                        for res, q in rec.target.items():
-                            w.resource(cname, res).vpa.append((event.ts, _cores_or_bytes(res, q.milli)))
-            elif isinstance(event, PolicyEvent) and event.manifest is not None:
-                lo, hi = _policy_bounds(event.manifest, event.workload)
-                if lo is not None:
-                    w.bounds.append((event.ts, lo, hi))
-        emitted(engine.flush())
+        events = read_sorted(stream_paths, report, stats, strict=strict)
+        run(engine, events, emitted, report, each=lambda event: _gather(data, event))
         warning = no_policy_warning(engine)
         if warning is not None:
             report(f"tandem report: {warning}")
@@ -290,6 +239,53 @@ def collect(
     if data.t1 <= data.t0:
         data.t1 = data.t0 + 60.0
     return data
+
+
+def _gather(data: ReportData, event: Any) -> None:
+    """What one input event the engine took adds to the charts: usage, spec, recommendations, bounds."""
+    from scaling.events import HpaEvent, MetricEvent, PolicyEvent, VpaEvent, WorkloadEvent
+
+    w = data.workload(event.workload.key)
+    if isinstance(event, MetricEvent):
+        by_container: dict[tuple[str, str], list[float]] = {}
+        for s in event.samples:
+            if s.cpu is not None:
+                by_container.setdefault((s.container, "cpu"), []).append(s.cpu)
+            if s.memory is not None:
+                by_container.setdefault((s.container, "memory"), []).append(float(s.memory))
+        for (cname, res), values in by_container.items():
+            w.resource(cname, res).usage.points.append(
+                (event.ts, sum(values) / len(values), min(values), max(values))
+            )
+        per_series: dict[str, list[float]] = {}
+        for ss in event.series:
+            per_series.setdefault(ss.series, []).append(ss.value)
+        for name, values in per_series.items():
+            w.series.setdefault(name, []).append((event.ts, sum(values) / len(values)))
+    elif isinstance(event, WorkloadEvent):
+        w.replicas.append((event.ts, event.replicas))
+        for cname, cres in event.containers.items():
+            for section in ("requests", "limits"):
+                values = getattr(cres, section)
+                for res in ("cpu", "memory"):
+                    q = values.get(res)
+                    getattr(w.resource(cname, res), section).append(
+                        (event.ts, None if q is None else _cores_or_bytes(res, q.milli))
+                    )
+    elif isinstance(event, HpaEvent):
+        if event.source != "tandem":
+            w.hpa_desired.append((event.ts, event.desired_replicas))
+        if not w.bounds and event.min_replicas is not None and event.max_replicas is not None:
+            w.bounds.append((-math.inf, event.min_replicas, event.max_replicas))
+    elif isinstance(event, VpaEvent):
+        if event.source != "tandem":
+            for cname, rec in event.containers.items():
+                for res, q in rec.target.items():
+                    w.resource(cname, res).vpa.append((event.ts, _cores_or_bytes(res, q.milli)))
+    elif isinstance(event, PolicyEvent) and event.manifest is not None:
+        lo, hi = _policy_bounds(event.manifest, event.workload)
+        if lo is not None:
+            w.bounds.append((event.ts, lo, hi))
 
 
 def _key(workload: Mapping[str, str]) -> str:

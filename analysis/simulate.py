@@ -36,7 +36,7 @@ from scaling.quantity import format_quantity, parse_quantity
 from scaling.settings import Settings
 from scaling.vocabulary import DECISION
 from streams.inputs import load_manifests
-from streams.replay import ReplayStats, read_events
+from streams.runner import ReplayStats, read_sorted
 
 __all__ = ["Demand", "Outcome", "derive_demand", "simulate", "table", "write_report"]
 
@@ -278,8 +278,7 @@ def simulate(
     """Run every policy file over every workload it names; ``recordings`` (if given) receives, per
     policy file name, the simulated stream (inputs in closed loop) for the report."""
     stats = ReplayStats()
-    events = read_events(paths, lambda msg: err.write(msg + "\n"), stats)
-    events.sort(key=lambda e: e[0])
+    events = read_sorted(paths, lambda msg: err.write(msg + "\n"), stats)
     demands = derive_demand(events)
     outcomes: list[Outcome] = []
     for path in policy_files:

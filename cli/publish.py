@@ -14,7 +14,7 @@ from scaling.errors import InvalidEvent
 from scaling.vocabulary import EVENT_TYPES
 from streams.inputs import UsageError, load_command_inputs
 from streams.publish import messages, publish, warn_retention
-from streams.replay import ReplayStats, StrictError, read_events
+from streams.runner import ReplayStats, StrictError, read_sorted
 from streams.settings import add_kafka_options, kafka_settings
 from streams.topics import TopicMismatch, ensure_topics, list_topics
 
@@ -52,11 +52,11 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     stats = ReplayStats()
     try:
-        events = read_events(args.files, lambda msg: print(msg, file=sys.stderr), stats, strict=args.strict)
+        # by ts, file order kept for equal ts, as replay does
+        events = read_sorted(args.files, lambda msg: print(msg, file=sys.stderr), stats, strict=args.strict)
     except StrictError as exc:
         print(str(exc), file=sys.stderr)
         return 1
-    events.sort(key=lambda e: e[0])  # by ts, file order kept for equal ts (stable), as replay does
     first_ts = events[0][0] if events else 0.0
     try:
         policies = [policy_event(m, core.cluster, first_ts) for m in manifests]

@@ -12,7 +12,7 @@ from pathlib import Path
 from analysis.report import build
 from cli.options import add_core_options, add_files, add_policy, add_strict, env
 from streams.inputs import UsageError, load_command_inputs
-from streams.replay import StrictError
+from streams.runner import StrictError
 
 NAME = "report"
 HELP = "write an HTML report (charts per workload) of a stream or an audit file"

@@ -3,7 +3,7 @@
     tandem publish FILE... [--policy FILE]... [--broker B] [--topic-prefix P] [--partitions N]
                    [--cluster NAME] [--config FILE] [--strict]
 
-Files are read exactly as ``tandem replay`` reads them (``streams.replay.read_events``: JSON Lines,
+Files are read exactly as ``tandem replay`` reads them (``streams.runner.read_sorted``: JSON Lines,
 ``.gz``, ``-`` for stdin; a bad line is reported as ``FILE:LINE: field 'x': why`` and skipped, or is
 fatal under ``--strict``) and ordered the same way: by ``ts``, file order kept for equal ``ts``.
 Each event goes to its type's topic (CONTRACT.md section 2), keyed by its workload key

@@ -11,7 +11,7 @@ from scaling.engine import Engine
 from scaling.settings import Settings
 from scaling.state import WorkloadState
 from streams.inputs import load_manifests
-from streams.replay import ReplayStats, read_events
+from streams.runner import ReplayStats, read_events
 
 ROOT = Path(__file__).resolve().parents[2]
 
