@@ -53,7 +53,9 @@ def run(args: argparse.Namespace) -> int:
     stats = ReplayStats()
     try:
         # by ts, file order kept for equal ts, as replay does
-        events = read_sorted(args.files, lambda msg: print(msg, file=sys.stderr), stats, strict=args.strict)
+        events = read_sorted(
+            args.files, lambda msg: print(msg, file=sys.stderr), stats, strict=args.strict, check_policies=True
+        )
     except StrictError as exc:
         print(str(exc), file=sys.stderr)
         return 1

@@ -32,10 +32,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
 
 def run(args: argparse.Namespace) -> int:
     try:
-        settings, manifests = load_command_inputs(args.files, args.policy, args.config, args.cluster, args.sync_period)
+        settings, manifests = load_command_inputs(
+            args.files, args.policy, args.config, args.cluster, args.sync_period, strict=args.strict
+        )
     except UsageError as exc:
         print(f"tandem replay: {exc}", file=sys.stderr)
-        return 2
+        return exc.status
     out = open(args.out, "wb") if args.out and args.out != "-" else sys.stdout.buffer  # noqa: SIM115
     try:
         try:

@@ -41,10 +41,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
 
 def run(args: argparse.Namespace) -> int:
     try:
-        settings, manifests = load_command_inputs(args.files, args.policy, args.config, args.cluster, args.sync_period)
+        settings, manifests = load_command_inputs(
+            args.files, args.policy, args.config, args.cluster, args.sync_period, strict=args.strict
+        )
     except UsageError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
-        return 2
+        return exc.status
     out = Path(args.out)
     try:
         data, pngs = build(

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         settings, _ = load_command_inputs(args.files, args.policy, args.config, args.cluster, args.sync_period)
     except UsageError as exc:
         print(f"tandem simulate: {exc}", file=sys.stderr)
-        return 2
+        return exc.status
     recordings: dict[str, list[dict[str, Any]]] | None = {} if args.report else None
     outcomes = simulate(args.files, args.policy, settings, args.delay, sys.stderr, recordings)
     print(table(outcomes))

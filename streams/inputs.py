@@ -6,7 +6,7 @@ import gzip
 import io
 import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -17,6 +17,7 @@ from scaling.settings import Settings
 
 __all__ = [
     "BrokenStream",
+    "RefusedPolicy",
     "SettingsError",
     "UsageError",
     "check_stream",
@@ -37,6 +38,15 @@ _SNIFF = 1 << 16
 
 class UsageError(Exception):
     """A missing file, or a settings or policy file tandem cannot use: the command exits 2."""
+
+    #: The command's exit status.
+    status = 2
+
+
+class RefusedPolicy(UsageError):
+    """A policy document refused under ``--strict``: the command exits 1, as for a bad line."""
+
+    status = 1
 
 
 class SettingsError(ValueError):
@@ -72,7 +82,8 @@ def _why_unreadable(path: str, exc: BaseException) -> str:
         return f"{path}: nested too deeply to read"
     if isinstance(exc, UnicodeDecodeError):
         return f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); is it a binary file?"
-    return f"{path}: {_stream_reason(exc)}"
+    why = _stream_reason(exc)
+    return why if why.startswith(f"{path}: ") else f"{path}: {why}"
 
 
 def _gzip_reason(exc: BaseException) -> str:
@@ -182,12 +193,23 @@ def load_manifests(path: str) -> list[dict[str, Any]]:
 
 
 def load_command_inputs(
-    files: list[str], policy_paths: list[str], config: str | None, cluster: str | None, sync_period: float | None
+    files: list[str],
+    policy_paths: list[str],
+    config: str | None,
+    cluster: str | None,
+    sync_period: float | None,
+    *,
+    strict: bool = False,
+    report: Callable[[str], None] | None = None,
 ) -> tuple[Any, list[dict[str, Any]]]:
     """What every file-reading command (replay, publish, report, simulate) checks first, the same way.
 
-    Returns the core settings and the policy manifests, each validated (a policy names its bad
-    field); raises :class:`UsageError` with the message to print.
+    Returns the core settings and the policy manifests that can run.  A policy document that
+    cannot (a misspelled field, a bad value) is refused with one line naming the file, the
+    document (its index and ``kind namespace/name``), the field's full path and why; the run goes
+    on without it (the line goes to ``report``, stderr by default), as for a bad line, unless
+    ``strict``: then :class:`RefusedPolicy` (exit 1).  Files tandem cannot use at all raise
+    :class:`UsageError` (exit 2).
     """
     from scaling.engine import policy_event
 
@@ -197,6 +219,7 @@ def load_command_inputs(
         settings = load_core_settings(config, cluster, sync_period)
     except (OSError, ValueError) as exc:
         raise UsageError(str(exc)) from None
+    warn = report if report is not None else (lambda msg: print(msg, file=sys.stderr))
     manifests: list[dict[str, Any]] = []
     for path in policy_paths:
         try:
@@ -205,13 +228,28 @@ def load_command_inputs(
             raise UsageError(_why_unreadable(path, exc)) from None
         if not docs:
             raise UsageError(f"{path}: no policy manifest in this file (expected Hvpa, Tortoise or CustomHpa)")
-        for doc in docs:
+        for i, doc in enumerate(docs, 1):
             try:
                 policy_event(doc, settings.cluster)
             except InvalidEvent as exc:
-                raise UsageError(f"{path}: policy: {exc}") from None
-        manifests.extend(docs)
+                msg = f"{path}: document {i} ({describe_manifest(doc)}): {exc.field or 'policy'}: {exc.reason}"
+                if strict:
+                    raise RefusedPolicy(msg) from None
+                warn(f"{msg}; this policy is refused")
+                continue
+            manifests.append(doc)
     return settings, manifests
+
+
+def describe_manifest(doc: Any) -> str:
+    """``kind namespace/name`` of a manifest, as far as it says (for errors about it)."""
+    if not isinstance(doc, dict):
+        return type(doc).__name__
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    kind = doc.get("kind") if isinstance(doc.get("kind"), str) else "?"
+    ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) else "default"
+    name = meta.get("name") if isinstance(meta.get("name"), str) else "?"
+    return f"{kind} {ns}/{name}"
 
 
 def load_core_settings(config: str | None, cluster: str | None, sync_period: float | str | None) -> Settings:

@@ -18,7 +18,8 @@ from typing import IO, Any
 
 from scaling.engine import Engine
 from scaling.errors import InvalidEvent
-from scaling.events import Event
+from scaling.events import Event, PolicyEvent
+from scaling.policies import parse_policy
 from scaling.reconcile import Emitted
 from schemas.codec import decode
 from streams.inputs import BrokenStream, iter_lines
@@ -109,8 +110,13 @@ def read_events(
     *,
     strict: bool = False,
     progress: Progress | None = None,
+    check_policies: bool = False,
 ) -> list[Line]:
-    """Decode every line of every file; return ``(ts, seq, raw, event)`` in arrival order."""
+    """Decode every line of every file; return ``(ts, seq, raw, event)`` in arrival order.
+
+    ``check_policies`` also parses each policy event's manifest now (``tandem publish``: a policy
+    the worker would refuse is a bad line here, before anything is published).
+    """
     events: list[Line] = []
     seq = 0
     for path in paths:
@@ -120,6 +126,11 @@ def read_events(
                 stats.read += 1
                 try:
                     raw, event = decode(line)
+                    if check_policies and isinstance(event, PolicyEvent) and event.manifest is not None:
+                        try:
+                            parse_policy(event.manifest, event.workload)
+                        except InvalidEvent as bad:
+                            raise bad.within("policy") from None
                 except InvalidEvent as exc:
                     stats.rejected += 1
                     msg = f"{path}:{lineno}: {exc}"
@@ -177,9 +188,10 @@ def read_sorted(
     *,
     strict: bool = False,
     progress: Progress | None = None,
+    check_policies: bool = False,
 ) -> list[Line]:
     """:func:`read_events`, ordered by event time, file order kept for equal ``ts`` (section 6)."""
-    events = read_events(paths, report, stats, strict=strict, progress=progress)
+    events = read_events(paths, report, stats, strict=strict, progress=progress, check_policies=check_policies)
     events.sort(key=_ts)  # stable: equal ts keep their arrival order
     return events
 

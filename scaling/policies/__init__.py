@@ -9,6 +9,7 @@ from ..errors import InvalidPolicy
 from ..events import WorkloadRef
 from .base import Policy, get_path
 from .bounds import Bounds, ContainerBounds
+from .fields import check_fields
 from .registry import PolicyKind, kinds, lookup, register, unregister
 
 # isort: off
@@ -78,6 +79,7 @@ def parse_policy(manifest: Mapping[str, Any], workload: WorkloadRef) -> Policy:
     if not isinstance(manifest, Mapping):
         raise InvalidPolicy("policy", "expected a manifest object")
     kind = lookup(manifest.get("apiVersion"), manifest.get("kind"))
+    check_fields(manifest, kind.kind, kind.group)  # a misspelled field is an error, not a default
     for part in ("metadata", "spec"):
         if not isinstance(manifest.get(part), Mapping):
             raise InvalidPolicy(part, "required object is missing")

@@ -141,7 +141,7 @@ def test_missing_file_exits_2(tmp_path: Path) -> None:
     assert "no such file" in result.stderr.decode()
 
 
-def test_invalid_policy_file_names_the_field_and_exits_2(tmp_path: Path) -> None:
+def test_invalid_policy_is_refused_naming_document_and_field_and_strict_exits_1(tmp_path: Path) -> None:
     manifest = fixture_a(40)
     manifest["spec"]["maintenanceTimeWindow"] = {"begin": "25:00", "end": "010000+0000"}
     policy = tmp_path / "p.yaml"
@@ -149,8 +149,12 @@ def test_invalid_policy_file_names_the_field_and_exits_2(tmp_path: Path) -> None
     stream = tmp_path / "s.jsonl"
     stream.write_bytes(b"")
     result = tandem("replay", str(stream), "--policy", str(policy))
-    assert result.returncode == 2
-    assert "field 'spec.maintenanceTimeWindow.begin': '25:00' is not HHMMSS+HHMM" in result.stderr.decode()
+    assert result.returncode == 0
+    assert (
+        f"{policy}: document 1 (Hvpa shop/web): spec.maintenanceTimeWindow.begin: '25:00' is not HHMMSS+HHMM"
+        in result.stderr.decode()
+    )
+    assert tandem("replay", str(stream), "--policy", str(policy), "--strict").returncode == 1
 
 
 def test_every_option_is_also_an_environment_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
