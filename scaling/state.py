@@ -69,6 +69,10 @@ class WorkloadState:
     hpa_live: HpaState | None = field(default=None, repr=False, compare=False)
     #: The own VPA's last recommendation: (its ``containers`` as published, the event built from them).
     vpa_own: tuple[Any, VpaEvent] | None = field(default=None, repr=False, compare=False)
+    #: :attr:`spec` as last built: (the observed event, a copy of the overlay then, the view).
+    _spec_view: tuple[WorkloadEvent, dict[str, Any], WorkloadEvent] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     # --- inputs ---------------------------------------------------------------------------
 
@@ -146,6 +150,11 @@ class WorkloadState:
         ev = self.workload_event
         if ev is None or not self.overlay:
             return ev
+        # Rebuilt only when the observed spec or the overlay changed: between decisions every
+        # tick asks for the same view (it was a tenth of a tick fed recorded recommendations).
+        cached = self._spec_view
+        if cached is not None and cached[0] is ev and cached[1] == self.overlay:
+            return cached[2]
         containers = dict(ev.containers)
         for section in ("requests", "limits"):
             for cname, values in self.overlay.get(section, {}).items():
@@ -161,7 +170,12 @@ class WorkloadState:
                     else ContainerResources(c.requests, current)
                 )
         replicas = self.overlay.get("replicas", ev.replicas)
-        return replace(ev, replicas=replicas, containers=containers)
+        spec = replace(ev, replicas=replicas, containers=containers)
+        snapshot = {
+            k: {c: dict(r) for c, r in v.items()} if isinstance(v, dict) else v for k, v in self.overlay.items()
+        }
+        self._spec_view = (ev, snapshot, spec)
+        return spec
 
     def assume_applied(
         self,
