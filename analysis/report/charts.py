@@ -1,0 +1,454 @@
+"""The report's SVG charts: one time axis, the event strip, replicas, resources and named series."""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from analysis.audit import AuditEvent, describe_change, held_back, text_line
+from analysis.report.collect import ResourceData, WorkloadData
+
+WIDTH = 1240  # SVG width (px)
+LEFT, RIGHT = 78, 60  # plot margins (the right one holds the bound labels and the last time label)
+DECISION_COLOR = "#0f766e"
+REASON_COLORS = {
+    "MinChange": "#db2777",
+    "StabilizationWindow": "#d97706",
+    "Weight": "#7c3aed",
+    "Cooldown": "#ea580c",
+    "MinFactor": "#ca8a04",
+    "UpdatePolicy": "#475569",
+    "MaintenanceWindow": "#0284c7",
+    "ParadoxicalScaling": "#7f1d1d",
+    "Bounds": "#b91c1c",
+    "DryRun": "#64748b",
+    "GatheringData": "#65a30d",
+}
+OTHER_REASON = "#6b7280"
+USAGE, BAND, REQUEST, LIMIT, VPA, HPA, BOUND, REPLICAS = (
+    "#2563eb",
+    "#93c5fd",
+    "#16a34a",
+    "#dc2626",
+    "#9333ea",
+    "#f59e0b",
+    "#64748b",
+    "#0f172a",
+)
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.1f}".rstrip("0").rstrip(".") if abs(x) < 1e6 else f"{x:.0f}"
+
+
+def _nice_step(span: float, target: int = 5) -> float:
+    if span <= 0:
+        return 1.0
+    raw = span / target
+    mag = 10 ** math.floor(math.log10(raw))
+    for m in (1, 2, 2.5, 5, 10):
+        if raw <= m * mag:
+            return m * mag
+    return 10 * mag
+
+
+_TIME_STEPS = (60, 300, 900, 1800, 3600, 2 * 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 2 * 86400, 7 * 86400)
+
+
+class Axis:
+    """The time axis every chart of a report shares: x = LEFT + (t - t0) * scale."""
+
+    def __init__(self, t0: float, t1: float, width: int = WIDTH) -> None:
+        self.t0, self.t1 = t0, t1
+        self.scale = (width - LEFT - RIGHT) / (t1 - t0)
+        self.width = width
+
+    def x(self, t: float) -> float:
+        return LEFT + (min(max(t, self.t0), self.t1) - self.t0) * self.scale
+
+    def attrs(self) -> str:
+        """The axis on every SVG, for tools and tests: ``x = data-x0 + (t - data-t0) * data-scale``."""
+        return f' data-t0="{self.t0!r}" data-t1="{self.t1!r}" data-x0="{LEFT}" data-scale="{self.scale!r}"'
+
+    def ticks(self) -> list[tuple[float, str, bool]]:
+        span = self.t1 - self.t0
+        step = next((s for s in _TIME_STEPS if span / s <= 12), _TIME_STEPS[-1])
+        first = math.ceil(self.t0 / step) * step
+        out = []
+        t = first
+        while t <= self.t1:
+            dt = datetime.fromtimestamp(t, UTC)
+            midnight = dt.hour == 0 and dt.minute == 0
+            label = dt.strftime("%b %d") if midnight or step >= 86400 else dt.strftime("%H:%M")
+            out.append((t, label, midnight))
+            t += step
+        return out
+
+
+def _unit(res: str, top: float) -> tuple[float, str, str]:
+    """(divisor, axis suffix, name) for a resource whose values reach ``top``."""
+    if res == "cpu":
+        return (0.001, "m", "CPU (millicores)") if top < 1.5 else (1.0, "", "CPU (cores)")
+    if res == "memory":
+        return (2**30, "Gi", "memory (GiB)") if top >= 2 * 2**30 else (2**20, "Mi", "memory (MiB)")
+    return (1.0, "", res)
+
+
+def _label(value: float, div: float, suffix: str) -> str:
+    v = value / div
+    text = f"{v:.2f}".rstrip("0").rstrip(".") if v % 1 else f"{v:.0f}"
+    return text + suffix
+
+
+class Chart:
+    """One SVG chart: a shared time axis, its own y axis, lines, steps, bands and marks."""
+
+    def __init__(
+        self,
+        axis: Axis,
+        height: int,
+        y_max: float,
+        y_label: str,
+        *,
+        div: float = 1.0,
+        suffix: str = "",
+        integer: bool = False,
+        y_min: float = 0.0,
+    ) -> None:
+        self.axis, self.height = axis, height
+        self.top, self.bottom = 14, height - 22
+        step = max(1.0, _nice_step(y_max - y_min, 4)) if integer else _nice_step((y_max - y_min) / div, 4) * div
+        self.y_min = y_min
+        self.y_max = max(y_min + step, math.ceil(y_max / step) * step)
+        self.step, self.div, self.suffix, self.y_label = step, div, suffix, y_label
+        self.parts: list[str] = []
+
+    def y(self, v: float) -> float:
+        frac = (v - self.y_min) / (self.y_max - self.y_min)
+        return self.bottom - min(max(frac, -0.02), 1.04) * (self.bottom - self.top)
+
+    def grid(self) -> None:
+        a = self.axis
+        p = self.parts
+        for t, label, strong in a.ticks():
+            x = a.x(t)
+            p.append(
+                f'<line x1="{_fmt(x)}" x2="{_fmt(x)}" y1="{self.top}" y2="{self.bottom}" '
+                f'stroke="{"#94a3b8" if strong else "#e2e8f0"}" stroke-width="1"/>'
+            )
+            p.append(
+                f'<text x="{_fmt(x)}" y="{self.height - 6}" text-anchor="middle" '
+                f'class="{"tl strong" if strong else "tl"}">'
+                f"{label}</text>"
+            )
+        v = self.y_min
+        while v <= self.y_max + 1e-9 * max(1.0, self.y_max):
+            y = self.y(v)
+            p.append(f'<line x1="{LEFT}" x2="{a.width - RIGHT}" y1="{_fmt(y)}" y2="{_fmt(y)}" stroke="#eef2f7"/>')
+            p.append(
+                f'<text x="{LEFT - 6}" y="{_fmt(y + 4)}" text-anchor="end" class="yl">'
+                f"{_label(v, self.div, self.suffix)}</text>"
+            )
+            v += self.step
+        p.append(
+            f'<text x="12" y="{_fmt((self.top + self.bottom) / 2)}" class="yt" '
+            f'transform="rotate(-90 12 {_fmt((self.top + self.bottom) / 2)})" text-anchor="middle">'
+            f"{html.escape(self.y_label)}</text>"
+        )
+        p.append(
+            f'<rect x="{LEFT}" y="{self.top}" width="{a.width - LEFT - RIGHT}" height="{self.bottom - self.top}" '
+            'fill="none" stroke="#cbd5e1"/>'
+        )
+
+    def band(self, points: Sequence[tuple[float, float, float, float]], color: str) -> None:
+        pts = _bucket(points, self.axis)
+        if not pts:
+            return
+        upper = " ".join(f"{_fmt(self.axis.x(t))},{_fmt(self.y(hi))}" for t, _, _, hi in pts)
+        lower = " ".join(f"{_fmt(self.axis.x(t))},{_fmt(self.y(lo))}" for t, _, lo, _ in reversed(pts))
+        self.parts.append(f'<polygon points="{upper} {lower}" fill="{color}" fill-opacity="0.35" stroke="none"/>')
+
+    def line(self, points: Sequence[tuple[float, float]], color: str, width: float = 1.5, dash: str = "") -> None:
+        if not points:
+            return
+        if len(points) > 2 * (self.axis.width - LEFT - RIGHT):
+            points = [(t, avg) for t, avg, _, _ in _bucket([(t, v, v, v) for t, v in points], self.axis)]
+        d = " ".join(f"{_fmt(self.axis.x(t))},{_fmt(self.y(v))}" for t, v in points)
+        dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
+        self.parts.append(
+            f'<polyline points="{d}" fill="none" stroke="{color}" stroke-width="{width}"{dash_attr} '
+            'stroke-linejoin="round"/>'
+        )
+
+    def steps(
+        self,
+        points: Sequence[tuple[float, float | None]],
+        color: str,
+        width: float = 2.0,
+        dash: str = "",
+        until: float | None = None,
+    ) -> None:
+        """A step line: each value holds until the next; ``None`` breaks the line."""
+        segs: list[list[tuple[float, float]]] = []
+        cur: list[tuple[float, float]] = []
+        last: float | None = None
+        end = self.axis.t1 if until is None else until
+        for i, (t, v) in enumerate(points):
+            if v is None:
+                if cur:
+                    cur.append((t, cur[-1][1]))
+                    segs.append(cur)
+                cur, last = [], None
+                continue
+            if last is not None and v == last and i != len(points) - 1:
+                continue
+            if cur:
+                cur.append((t, cur[-1][1]))
+            cur.append((t, v))
+            last = v
+        if cur:
+            cur.append((end, cur[-1][1]))
+            segs.append(cur)
+        dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
+        for seg in segs:
+            d = " ".join(f"{_fmt(self.axis.x(t))},{_fmt(self.y(v))}" for t, v in seg)
+            self.parts.append(
+                f'<polyline points="{d}" fill="none" stroke="{color}" stroke-width="{width}"{dash_attr}/>'
+            )
+
+    def mark(self, t: float, v: float, kind: str, color: str, title: str, *, up: bool = True, data: str = "") -> None:
+        x, y = self.axis.x(t), self.y(v)
+        tt = f"<title>{html.escape(title)}</title>"
+        if kind == "decision":
+            s = 6.0
+            pts = (
+                f"{_fmt(x)},{_fmt(y - s)} {_fmt(x - s)},{_fmt(y + s * 0.8)} {_fmt(x + s)},{_fmt(y + s * 0.8)}"
+                if up
+                else f"{_fmt(x)},{_fmt(y + s)} {_fmt(x - s)},{_fmt(y - s * 0.8)} {_fmt(x + s)},{_fmt(y - s * 0.8)}"
+            )
+            self.parts.append(
+                f'<polygon points="{pts}" fill="{color}" stroke="#fff" stroke-width="1"{data}>{tt}</polygon>'
+            )
+        else:
+            self.parts.append(
+                f'<circle cx="{_fmt(x)}" cy="{_fmt(y)}" r="2.6" fill="none" stroke="{color}" stroke-opacity="0.75" '
+                f'stroke-width="1.2"{data}>{tt}</circle>'
+            )
+
+    def svg(self, css_class: str = "chart") -> str:
+        return (
+            f'<svg class="{css_class}" width="{self.axis.width}" height="{self.height}" '
+            f'viewBox="0 0 {self.axis.width} {self.height}" role="img"{self.axis.attrs()}>{"".join(self.parts)}</svg>'
+        )
+
+
+def _bucket(points: Sequence[tuple[float, float, float, float]], axis: Axis) -> list[tuple[float, float, float, float]]:
+    """At most about one point per pixel column: mean of the averages, lowest low, highest high."""
+    px = max(1, axis.width - LEFT - RIGHT)
+    if len(points) <= px:
+        return list(points)
+    width = (axis.t1 - axis.t0) / px
+    out: list[tuple[float, float, float, float]] = []
+    cur: list[tuple[float, float, float, float]] = []
+    cur_b = None
+    for p in points:
+        b = int((p[0] - axis.t0) / width)
+        if cur and b != cur_b:
+            out.append(_merge(cur))
+            cur = []
+        cur.append(p)
+        cur_b = b
+    if cur:
+        out.append(_merge(cur))
+    return out
+
+
+def _merge(ps: Sequence[tuple[float, float, float, float]]) -> tuple[float, float, float, float]:
+    return (
+        sum(p[0] for p in ps) / len(ps),
+        sum(p[1] for p in ps) / len(ps),
+        min(p[2] for p in ps),
+        max(p[3] for p in ps),
+    )
+
+
+def _reason_color(reason: str) -> str:
+    return REASON_COLORS.get(reason, OTHER_REASON)
+
+
+def _data_attrs(e: AuditEvent) -> str:
+    return f' data-tick="{e.ts!r}" data-type="{e.type}" data-id="{html.escape(str(e.event.get("id", "")))}"'
+
+
+def _title(e: AuditEvent) -> str:
+    d = e.data
+    when = datetime.fromtimestamp(e.ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    if e.type == "decision":
+        text = f"{when} decision: " + "; ".join(describe_change(d))
+        if d.get("blocked"):
+            text += "\nheld back: " + held_back(d["blocked"])
+    elif e.type == "blocked":
+        text = f"{when} blocked: " + held_back(d.get("blocked") or [])
+    else:
+        text = text_line(e)
+    reasons = d.get("reasons")
+    if isinstance(reasons, list) and reasons:
+        text += "\nrule: " + "; ".join(map(str, reasons))
+    return text
+
+
+def _strip(w: WorkloadData, axis: Axis) -> str:
+    """One mark per audit event of the workload at its tick: decisions on top, blocked below."""
+    h = 54
+    parts = []
+    for t, _, strong in axis.ticks():
+        x = axis.x(t)
+        parts.append(
+            f'<line x1="{_fmt(x)}" x2="{_fmt(x)}" y1="4" y2="{h - 16}" stroke="{"#94a3b8" if strong else "#e2e8f0"}"/>'
+        )
+    parts.append(f'<text x="{LEFT - 6}" y="17" text-anchor="end" class="yl">decisions</text>')
+    parts.append(f'<text x="{LEFT - 6}" y="36" text-anchor="end" class="yl">blocked</text>')
+    parts.append(f'<line x1="{LEFT}" x2="{axis.width - RIGHT}" y1="24" y2="24" stroke="#cbd5e1"/>')
+    for e in w.events:
+        x = _fmt(axis.x(e.ts))
+        title = f"<title>{html.escape(_title(e))}</title>"
+        if e.type == "decision":
+            color = "#94a3b8" if e.data.get("dry_run") else DECISION_COLOR
+            parts.append(
+                f'<rect class="ev" x="{float(x) - 1.5:.1f}" y="6" width="3" height="16" fill="{color}"'
+                f"{_data_attrs(e)}>{title}</rect>"
+            )
+        elif e.type == "blocked":
+            reasons = [str(b.get("reason")) for b in e.data.get("blocked") or []]
+            color = _reason_color(reasons[0] if reasons else "")
+            parts.append(
+                f'<rect class="ev" x="{float(x) - 1:.1f}" y="27" width="2" height="12" fill="{color}"'
+                f"{_data_attrs(e)}>{title}</rect>"
+            )
+        elif e.type in ("applied", "apply_failed"):
+            color = DECISION_COLOR if e.type == "applied" else "#b91c1c"
+            parts.append(
+                f'<circle class="ev" cx="{x}" cy="{h - 10}" r="2.5" fill="{color}"{_data_attrs(e)}>{title}</circle>'
+            )
+    return (
+        f'<svg class="strip" width="{axis.width}" height="{h}" viewBox="0 0 {axis.width} {h}" role="img"{axis.attrs()}>'
+        f"{''.join(parts)}</svg>"
+    )
+
+
+def _value_at(points: Sequence[tuple[float, Any]], t: float) -> Any:
+    """The value of a step series at ``t`` (the last point at or before it)."""
+    value = None
+    for pt, v in points:
+        if pt > t:
+            break
+        value = v
+    return value
+
+
+def _replicas_chart(w: WorkloadData, axis: Axis) -> str | None:
+    decisions = [e for e in w.events if e.type in ("decision", "blocked")]
+    if not w.replicas and not any("replicas" in e.data for e in decisions):
+        return None
+    values = [v for _, v in w.replicas] + [v for _, v in w.hpa_desired]
+    values += [b for _, lo, hi in w.bounds for b in (lo, hi) if b is not None]
+    for e in decisions:
+        r = e.data.get("replicas")
+        if isinstance(r, Mapping):
+            values.append(r.get("to", 0))
+        for b in e.data.get("blocked") or []:
+            if b.get("target") == "replicas" and isinstance(b.get("wanted"), int):
+                values.append(b["wanted"])
+    c = Chart(axis, 140, max(values or [1]) * 1.08, "replicas", integer=True)
+    c.grid()
+    if w.bounds:
+        c.steps([(max(t, axis.t0), hi) for t, _, hi in w.bounds], BOUND, 1.2, "6 4")
+        c.steps([(max(t, axis.t0), lo) for t, lo, _ in w.bounds], BOUND, 1.2, "6 4")
+        lo, hi = w.bounds[-1][1], w.bounds[-1][2]
+        for v, word in ((hi, "max"), (lo, "min")):
+            if v is not None:
+                c.parts.append(
+                    f'<text x="{axis.width - RIGHT + 4}" y="{_fmt(c.y(v) + 4)}" class="bl">{word} {v}</text>'
+                )
+    c.steps(w.hpa_desired, HPA, 1.2, "2 3")
+    c.steps(w.replicas, REPLICAS, 2.2)
+    for e in decisions:
+        r = e.data.get("replicas")
+        if e.type == "decision" and isinstance(r, Mapping) and isinstance(r.get("to"), int):
+            up = not (isinstance(r.get("from"), int) and r["to"] < r["from"])
+            color = "#94a3b8" if e.data.get("dry_run") else DECISION_COLOR
+            c.mark(e.ts, r["to"], "decision", color, _title(e), up=up, data=_data_attrs(e))
+        for b in e.data.get("blocked") or []:
+            if b.get("target") != "replicas":
+                continue
+            v = b.get("wanted") if isinstance(b.get("wanted"), int) else _value_at(w.replicas, e.ts)
+            if isinstance(v, int):
+                c.mark(e.ts, v, "blocked", _reason_color(str(b.get("reason"))), _title(e), data=_data_attrs(e))
+    return c.svg()
+
+
+def _resource_marks(w: WorkloadData, cname: str, res: str) -> list[tuple[AuditEvent, float, str, str, bool]]:
+    """(event, value, "decision"|"blocked", colour, upwards) for one container resource's chart."""
+    from scaling.quantity import parse_quantity
+
+    target = f"{cname}/{res}"
+    marks: list[tuple[AuditEvent, float, str, str, bool]] = []
+    for e in w.events:
+        if e.type not in ("decision", "blocked"):
+            continue
+        for section in ("requests", "limits"):
+            ch = ((e.data.get("containers") or {}).get(cname) or {}).get(section, {}).get(res)
+            if e.type == "decision" and isinstance(ch, Mapping):
+                try:
+                    to = parse_quantity(ch["to"]) / 1000
+                    before = parse_quantity(ch["from"]) / 1000 if ch.get("from") is not None else None
+                except Exception:
+                    continue
+                color = "#94a3b8" if e.data.get("dry_run") else (DECISION_COLOR if section == "requests" else LIMIT)
+                marks.append((e, to, "decision", color, before is None or to >= before))
+        for b in e.data.get("blocked") or []:
+            if b.get("target") == target and b.get("wanted") is not None:
+                try:
+                    marks.append(
+                        (e, parse_quantity(b["wanted"]) / 1000, "blocked", _reason_color(str(b.get("reason"))), True)
+                    )
+                except Exception:
+                    continue
+    return marks
+
+
+def _resource_chart(w: WorkloadData, cname: str, res: str, rd: ResourceData, axis: Axis) -> str | None:
+    marks = _resource_marks(w, cname, res)
+    if not (rd.usage.points or rd.requests or rd.limits or marks):
+        return None
+    values = [hi for _, _, _, hi in rd.usage.points] + [v for _, v in rd.requests if v is not None]
+    values += [v for _, v in rd.limits if v is not None] + [v for _, v in rd.vpa] + [m[1] for m in marks]
+    top = max(values or [1.0]) * 1.08
+    div, suffix, name = _unit(res, top)
+    c = Chart(axis, 150, top, name, div=div, suffix=suffix)
+    c.grid()
+    c.band(rd.usage.points, BAND)
+    c.line([(t, avg) for t, avg, _, _ in rd.usage.points], USAGE, 1.3)
+    c.steps(rd.vpa, VPA, 1.2, "2 3")
+    c.steps(rd.limits, LIMIT, 2.0, "7 4")
+    c.steps(rd.requests, REQUEST, 2.2)
+    for e, v, kind, color, up in marks:
+        c.mark(e.ts, v, kind, color, _title(e), up=up, data=_data_attrs(e))
+    return c.svg()
+
+
+def _series_chart(w: WorkloadData, name: str, points: list[tuple[float, float]], axis: Axis) -> str:
+    target = w.series_target.get(name)
+    top = max([v for _, v in points] + ([target] if target is not None else [])) * 1.08
+    c = Chart(axis, 120, top or 1.0, "value")
+    c.grid()
+    if target is not None:
+        c.steps([(axis.t0, target)], BOUND, 1.2, "6 4")
+        c.parts.append(
+            f'<text x="{axis.width - RIGHT + 4}" y="{_fmt(c.y(target) + 4)}" class="bl">target {target:g}</text>'
+        )
+    c.line(points, USAGE, 1.3)
+    return c.svg()
