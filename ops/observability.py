@@ -409,26 +409,26 @@ def add_metrics_options(
     p.add_argument(
         "--metrics-port",
         type=int,
-        default=int(env("metrics_port", str(default_port))),
+        default=env("metrics_port", str(default_port)),
         help=f"port of /metrics, /healthz, /readyz (env TANDEM_METRICS_PORT, default {default_port}; 0: none)",
     )
     p.add_argument("--metrics-addr", default=env("metrics_addr", "0.0.0.0"), help="address to bind (default 0.0.0.0)")
     p.add_argument(
         "--ready-max-lag",
         type=int,
-        default=int(env("ready_max_lag", str(DEFAULT_MAX_LAG))),
+        default=env("ready_max_lag", str(DEFAULT_MAX_LAG)),
         help=f"/readyz fails past this consumer lag in messages (default {DEFAULT_MAX_LAG}; 0: never)",
     )
     p.add_argument(
         "--ready-max-event-age",
         type=float,
-        default=float(env("ready_max_event_age", str(max_event_age))),
+        default=env("ready_max_event_age", str(max_event_age)),
         help=f"/readyz fails when the last processed event is older (s; default {max_event_age:g}; 0: never)",
     )
     p.add_argument(
         "--metrics-workloads",
         type=int,
-        default=int(env("metrics_workloads", str(DEFAULT_WORKLOAD_SERIES))),
+        default=env("metrics_workloads", str(DEFAULT_WORKLOAD_SERIES)),
         help=f"at most this many workloads get replica gauges (default {DEFAULT_WORKLOAD_SERIES}; 0: none)",
     )
 
