@@ -33,6 +33,8 @@ class Leaf:
     #: ``string``, ``integer``, ``number``, ``boolean``, ``int-or-string`` (a quantity), ``any``.
     type: str
     description: str = ""
+    #: The values upstream allows (its ``+kubebuilder:validation:Enum``), if it fixes them.
+    enum: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,8 @@ NUM = Leaf("number")
 BOOL = Leaf("boolean")
 QTY = Leaf("int-or-string", "a Kubernetes quantity (500m, 2Gi) or a number")
 ANY = Leaf("any")
+#: A number, or a string holding one (Nanit's controller reads its values as text).
+NUMERIC = Leaf("any", "a number, or a string holding one")
 OPEN = Obj({}, open=True)
 
 
@@ -84,9 +88,7 @@ LABEL_SELECTOR = _obj(
 #: autoscaling/v2 CrossVersionObjectReference (``apiVersion`` optional).
 TARGET_REF = _obj(required=("kind", "name"), apiVersion=STR, kind=STR, name=STR)
 #: autoscaling/v2 MetricTarget, with v2beta1's object ``target`` (a CrossVersionObjectReference) merged in.
-METRIC_TARGET = _obj(
-    type=STR, value=QTY, averageValue=QTY, averageUtilization=INT, apiVersion=STR, kind=STR, name=STR
-)
+METRIC_TARGET = _obj(type=STR, value=QTY, averageValue=QTY, averageUtilization=INT, apiVersion=STR, kind=STR, name=STR)
 METRIC_ID = _obj(name=STR, selector=LABEL_SELECTOR)
 #: autoscaling/v2 MetricSpec and v2beta1's fields (HVPA's released API is on v2beta1).
 METRIC_SPEC = _obj(
@@ -223,9 +225,7 @@ HVPA_V2_SPEC = Obj(
         **HVPA_RELEASED,
         "scaleUp": SCALE_TYPE,
         "scaleDown": SCALE_TYPE,
-        "scaleIntervals": Arr(
-            _obj(maxReplicas=INT, maxCpu=QTY, maxMemory=QTY, effectiveIntervalExtrapolation=STR)
-        ),
+        "scaleIntervals": Arr(_obj(maxReplicas=INT, maxCpu=QTY, maxMemory=QTY, effectiveIntervalExtrapolation=STR)),
         "scalingIntervalsOverlap": SCALE_PARAMS,
         "baseResourcesPerReplica": SCALE_PARAMS,
     },
@@ -237,7 +237,7 @@ HVPA_V2_SPEC = Obj(
 TORTOISE_SPEC = _obj(
     required=("targetRefs",),
     targetRefs=_obj(required=("scaleTargetRef",), scaleTargetRef=TARGET_REF, horizontalPodAutoscalerName=STR),
-    updateMode=STR,
+    updateMode=Leaf("string", enum=("Off", "Auto", "Emergency")),
     resourcePolicy=Arr(
         _obj(
             required=("containerName",),
@@ -246,8 +246,14 @@ TORTOISE_SPEC = _obj(
             maxAllocatedResources=Map(QTY),
         )
     ),
-    deletionPolicy=STR,
-    autoscalingPolicy=Arr(_obj(required=("containerName",), containerName=STR, policy=Map(STR))),
+    deletionPolicy=Leaf("string", enum=("DeleteAll", "NoDelete")),
+    autoscalingPolicy=Arr(
+        _obj(
+            required=("containerName",),
+            containerName=STR,
+            policy=Map(Leaf("string", enum=("Off", "Horizontal", "Vertical"))),
+        )
+    ),
     maxReplicas=INT,
     horizontalPodAutoscalerBehavior=HPA_BEHAVIOR,
 )
@@ -256,22 +262,22 @@ TORTOISE_SPEC = _obj(
 
 CUSTOM_HPA_SPEC = _obj(
     required=("minReplicas", "maxReplicas"),
-    target=_obj(deployment=STR, namespace=STR, value=NUM),
+    target=_obj(deployment=STR, namespace=STR, value=NUMERIC),
     targetRef=TARGET_REF,
     scaleTargetRef=TARGET_REF,
     metric=_obj(series=STR),
     prometheus=_obj(url=STR, query=STR),
     minReplicas=INT,
     maxReplicas=INT,
-    controlLoopPeriod=NUM,
+    controlLoopPeriod=NUMERIC,
     dryRun=BOOL,
     behavior=_obj(
-        scaleUpCooldown=NUM,
-        scaleDownCooldown=NUM,
-        scaleUpMinFactor=NUM,
-        scaleUpMaxFactor=NUM,
-        scaleDownMinFactor=NUM,
-        scaleDownMaxFactor=NUM,
+        scaleUpCooldown=NUMERIC,
+        scaleDownCooldown=NUMERIC,
+        scaleUpMinFactor=NUMERIC,
+        scaleUpMaxFactor=NUMERIC,
+        scaleDownMinFactor=NUMERIC,
+        scaleDownMaxFactor=NUMERIC,
     ),
 )
 
