@@ -7,6 +7,7 @@ from typing import Any
 
 from ..errors import InvalidPolicy
 from ..events import WorkloadRef
+from ..recommend.hpa import parse_behavior, parse_metrics
 from .base import Policy, get_path
 from .bounds import Bounds, ContainerBounds
 from .fields import check_fields
@@ -90,4 +91,40 @@ def parse_policy(manifest: Mapping[str, Any], workload: WorkloadRef) -> Policy:
             f"the manifest targets {target.namespace}/{target.kind}/{target.name}, "
             f"not the event's workload {workload.key}",
         )
-    return kind.parse(manifest, workload)
+    policy = kind.parse(manifest, workload)
+    _check_hpa_template(policy, manifest)
+    return policy
+
+
+#: Where each kind keeps the HPA it would create (the first present is named in an error).
+_HPA_PLACES = ("spec.hpa.template.spec", "spec.hpaTemplate", "spec.hpaSpec")
+
+
+def _check_hpa_template(policy: Policy, manifest: Mapping[str, Any]) -> None:
+    """Parse the HPA the policy would create now, so a bad metric is the policy's error, not a tick's.
+
+    The recommender parses the template's ``metrics`` and ``behavior`` on each tick
+    (``scaling.recommend.hpa``); a value it cannot use would otherwise surface as a ``ValueError``
+    in the middle of a run, long after the policy was accepted.
+    """
+    template = policy.hpa_template({})
+    if template is None:
+        return
+    where = next((p for p in _HPA_PLACES if get_path(manifest, p) is not None), "spec")
+    try:
+        parse_metrics(template.metrics)
+    except ValueError as exc:
+        field, _, why = str(exc).partition(": ")
+        raise InvalidPolicy(f"{where}.{field}", why or field) from None
+    behavior = template.behavior
+    if behavior is not None:
+        where = (
+            "spec.horizontalPodAutoscalerBehavior"
+            if get_path(manifest, "spec.horizontalPodAutoscalerBehavior")
+            else where + ".behavior"
+        )
+        try:
+            parse_behavior(behavior)
+        except ValueError as exc:
+            field, _, why = str(exc).partition(": ")
+            raise InvalidPolicy(f"{where}", f"{field}: {why}" if why else field) from None
