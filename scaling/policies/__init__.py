@@ -91,9 +91,38 @@ def parse_policy(manifest: Mapping[str, Any], workload: WorkloadRef) -> Policy:
             f"the manifest targets {target.namespace}/{target.kind}/{target.name}, "
             f"not the event's workload {workload.key}",
         )
-    policy = kind.parse(manifest, workload)
-    _check_hpa_template(policy, manifest)
+    try:
+        policy = kind.parse(manifest, workload)
+        _check_hpa_template(policy, manifest)
+    except InvalidPolicy as exc:
+        full = _full_path(manifest, exc.field)
+        if full == exc.field:
+            raise
+        raise InvalidPolicy(full, exc.reason) from None
     return policy
+
+
+_ROOTS = ("apiVersion", "kind", "metadata", "spec", "status", "policy")
+
+
+def _paths(value: Any, prefix: str) -> list[str]:
+    out = [prefix] if prefix else []
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            out.extend(_paths(v, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out.extend(_paths(v, f"{prefix}[{i}]"))
+    return out
+
+
+def _full_path(manifest: Mapping[str, Any], field: str) -> str:
+    """``field`` from the manifest's root: a parser may name a field relative to the object it reads
+    (``minReplicas`` of ``spec.hpa.template.spec``); the one path of the manifest that ends so is it."""
+    if not field or field.split(".")[0].split("[")[0] in _ROOTS:
+        return field
+    found = [p for p in _paths(manifest, "") if p.endswith("." + field)]
+    return found[0] if len(found) == 1 else field
 
 
 #: Where each kind keeps the HPA it would create (the first present is named in an error).

@@ -70,6 +70,11 @@ class Policy(Protocol):
         ...
 
 
+#: Upstream's integer fields are int32 (replica counts, percentages, weights): the only upper bound
+#: they have, so the only one tandem applies (issue #12: never stricter than upstream).
+MAX_INT32 = 2**31 - 1
+
+
 def get_path(obj: Mapping[str, Any], path: str) -> Any:
     cur: Any = obj
     for part in path.split("."):
@@ -91,7 +96,7 @@ def mapping_field(obj: Mapping[str, Any], path: str, *, required: bool = False) 
 
 
 def int_field(
-    obj: Mapping[str, Any], path: str, default: int | None = None, *, minimum: int = 0, maximum: int = 100_000
+    obj: Mapping[str, Any], path: str, default: int | None = None, *, minimum: int = 0, maximum: int = MAX_INT32
 ) -> int | None:
     value = get_path(obj, path)
     if value is None:

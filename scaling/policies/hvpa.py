@@ -172,7 +172,7 @@ def _change(obj: Mapping[str, Any], where: str) -> Change:
         except ValueError as exc:
             raise InvalidPolicy(f"{where}.value", str(exc)) from None
     try:
-        pct = int_field(obj, "percentage", None, maximum=10_000)
+        pct = int_field(obj, "percentage", None)
     except InvalidPolicy as exc:
         raise exc.within(where) from None
     return Change(milli, pct)
@@ -419,7 +419,7 @@ def _parse_seed(spec: Mapping[str, Any], name: str, workload: WorkloadRef) -> Hv
         raise InvalidPolicy(f"{where_hpa}.maxReplicas", f"{max_r} is below minReplicas {min_r}")
     metrics = _metrics(hpa.get("metrics"), f"{where_hpa}.metrics")
     if not metrics and hpa.get("targetCPUUtilizationPercentage") is not None:
-        pct = int_field(hpa, "targetCPUUtilizationPercentage", None, minimum=1, maximum=10_000)
+        pct = int_field(hpa, "targetCPUUtilizationPercentage", None, minimum=1)
         metrics = (
             {
                 "type": "Resource",

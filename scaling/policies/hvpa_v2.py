@@ -225,7 +225,7 @@ def _precheck_change_params(obj: Mapping[str, Any], where: str) -> None:
         sub = obj.get(res)
         if isinstance(sub, Mapping):
             try:
-                int_field(sub, "percentage", None, maximum=10_000)
+                int_field(sub, "percentage", None)
             except InvalidPolicy as exc:
                 raise exc.within(f"{where}.{res}") from None
 

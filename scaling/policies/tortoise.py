@@ -427,7 +427,7 @@ def parse_tortoise(manifest: Mapping[str, Any], workload: WorkloadRef) -> Tortoi
             if t not in AUTOSCALING_TYPES:
                 raise InvalidPolicy(f"{w}.policy.{res}", f"{t!r} is not one of {', '.join(AUTOSCALING_TYPES)}")
             policies[cname][str(res)] = str(t)
-    max_r = int_field(manifest, "spec.maxReplicas", None, minimum=1, maximum=1_000_000)
+    max_r = int_field(manifest, "spec.maxReplicas", None, minimum=1)
     behavior = get_path(spec, "horizontalPodAutoscalerBehavior")
     if behavior is not None and not isinstance(behavior, Mapping):
         raise InvalidPolicy("spec.horizontalPodAutoscalerBehavior", "expected an HPA behavior object")

@@ -183,3 +183,24 @@ def test_a_policy_event_in_a_stream_is_a_bad_line(tmp_path: Path, capsys: pytest
     stats = ReplayStats()
     assert read_events([str(stream)], messages.append, stats, check_policies=True) == []
     assert messages == [err[0]] and stats.rejected == 1
+
+
+def test_a_field_named_by_its_parser_relative_to_its_object_is_reported_from_the_root() -> None:
+    m = example("policy-custom-hpa")
+    m["spec"]["behavior"]["scaleUpCooldown"] = -3
+    assert refused(m) == "field 'spec.behavior.scaleUpCooldown': -3 must be >= 0"
+    m = example("policy-hvpa-released")
+    m["spec"]["hpa"]["template"]["spec"]["minReplicas"] = -1
+    assert refused(m) == "field 'spec.hpa.template.spec.minReplicas': -1 is outside 1..2147483647"
+
+
+def test_no_upper_bound_but_upstreams_int32() -> None:
+    m = example("policy-hvpa-released")
+    tmpl = m["spec"]["hpa"]["template"]["spec"]
+    tmpl["maxReplicas"] = 2**31 - 1  # int32, as HorizontalPodAutoscalerSpec.maxReplicas
+    parse_policy(m, WL)
+    tmpl["maxReplicas"] = 2**31
+    assert refused(m) == "field 'spec.hpa.template.spec.maxReplicas': 2147483648 is outside 1..2147483647"
+    t = example("policy-tortoise")
+    t["spec"]["maxReplicas"] = 5_000_000
+    parse_policy(t, WL)
