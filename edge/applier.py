@@ -26,6 +26,10 @@ are skipped without a trace).  For each one it
    backoff; the decision ends in ``applied`` or ``apply_failed`` (with the API's status code and
    message), never in silence.
 
+It also consumes ``<prefix>audit`` for this cluster's blocked reports and dry-run decisions, and
+after each consumer batch writes the status of the policies concerned and Events on the workloads
+(:mod:`edge.reporter`, :mod:`edge.status`; docs/edge.md, "Status and Events").
+
 ``--dry-run`` (or a decision with ``data.dry_run``) writes nothing: every write is sent with
 ``dryRun=All``, so the API server still validates it, and the result says what would change.
 
@@ -77,6 +81,7 @@ from edge.checks import (
     result_label,
 )
 from edge.kube import HPAS, WORKLOAD_RESOURCES, KubeError, list_objects, policy_resources, request
+from edge.reporter import Reporter
 from scaling.cloudevents import APPLIED, APPLY_FAILED, DECISION, cloudevent, event_id
 from scaling.errors import InvalidEvent, InvalidPolicy
 from scaling.events import WorkloadRef, decode_workload_ref
@@ -134,6 +139,7 @@ class Applier:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
         metrics: Any = None,
+        reporter: Reporter | None = None,
     ) -> None:
         self.api = api
         self.config = config
@@ -141,6 +147,8 @@ class Applier:
         self.sleep = sleep
         self.clock = clock
         self.metrics = metrics
+        #: Status and Events of the policies (docs/edge.md); ``None``: none are written.
+        self.reporter = reporter
 
     def _kube(self, operation: str) -> contextlib.AbstractContextManager[None]:
         """Times one API call in ``tandem_kube_api_latency_seconds{operation}`` (when there are metrics)."""
@@ -181,6 +189,8 @@ class Applier:
         result = self._apply(ev, ref)
         if self.metrics is not None:
             self._observe(ev["data"], result)
+        if self.reporter is not None:
+            self.reporter.decision(ev, result)
         return result
 
     def _observe(self, data: Mapping[str, Any], result: Mapping[str, Any]) -> None:
@@ -294,7 +304,12 @@ class Applier:
         try:
             policy = parse_policy(manifest, ref)
         except (InvalidPolicy, InvalidEvent) as exc:
-            raise Refusal(f"refused: the policy {manifest.get('kind')} in this cluster is invalid: {exc}") from None
+            message = f"refused: the policy {manifest.get('kind')} in this cluster is invalid: {exc}"
+            if self.reporter is not None:
+                self.reporter.invalid_policy(
+                    {**manifest, "metadata": {"namespace": ns, **(manifest.get("metadata") or {})}}, message
+                )
+            raise Refusal(message) from None
         bounds = policy_bounds(policy)
         errors = check_decision(data, bounds)
         if errors:
@@ -374,7 +389,8 @@ async def run(
     ensure: bool = True,
     metrics: Any = None,
 ) -> None:
-    """Consume ``<prefix>actuator`` and publish results to ``<prefix>audit`` until ``stop`` is set.
+    """Consume ``<prefix>actuator`` and publish results to ``<prefix>audit`` until ``stop`` is set;
+    the audit topic's blocked reports and dry runs, with the results, feed the applier's reporter.
 
     With ``metrics`` (else the ``applier``'s), the results, API calls and consumer lag are reported.
     """
@@ -394,8 +410,14 @@ async def run(
     if metrics is not None and applier.metrics is None:
         applier.metrics = metrics
     metrics = applier.metrics
+    if applier.reporter is None:
+        applier.reporter = Reporter(applier.api, config.cluster, dry_run=config.dry_run, metrics=metrics)
+    reporter = applier.reporter
+    # The actuator brings the decisions to apply; the audit topic the blocked reports and the
+    # dry-run decisions, which only the policy status and the Events show (docs/edge.md).
     consumer = AIOKafkaConsumer(
         actuator,
+        audit,
         **settings.client_kwargs(),
         group_id=group_id or f"tandem-applier-{config.cluster}",
         enable_auto_commit=False,
@@ -410,6 +432,10 @@ async def run(
                 batches = await consumer.getmany(timeout_ms=300, max_records=100)
                 for tp, messages in batches.items():
                     for msg in messages:
+                        if tp.topic == audit:
+                            _take_audit(reporter, msg.value)
+                            await consumer.commit({TopicPartition(tp.topic, tp.partition): msg.offset + 1})
+                            continue
                         result = await asyncio.to_thread(applier.handle, msg.value)
                         if result is not None:
                             level = logging.INFO if result["type"] == APPLIED else logging.WARNING
@@ -422,6 +448,8 @@ async def run(
                                 timestamp_ms=int(time.time() * 1000),
                             )
                         await consumer.commit({TopicPartition(tp.topic, tp.partition): msg.offset + 1})
+                if batches:
+                    await asyncio.to_thread(reporter.flush)
                 if metrics is not None:
                     lag = await _lag(consumer)
                     if lag is not None:
@@ -430,6 +458,19 @@ async def run(
             await consumer.stop()
     finally:
         await producer.stop()
+
+
+def _take_audit(reporter: Reporter, value: bytes | None) -> None:
+    """Hand one audit message to the reporter (anything that is not a CloudEvent is ignored: the
+    audit topic is the worker's, and its own consumers report bad lines)."""
+    if not value:
+        return
+    try:
+        ev = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return
+    if isinstance(ev, dict):
+        reporter.audit(ev)
 
 
 async def _lag(consumer: Any) -> int | None:

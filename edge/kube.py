@@ -149,8 +149,9 @@ def _open(
     body: Any,
     content_type: str,
     timeout: float | tuple[float, float] | None,
+    accept: str = "application/json",
 ) -> Any:
-    headers = {"Accept": "application/json"}
+    headers = {"Accept": accept}
     if body is not None:
         headers["Content-Type"] = content_type
     method_, url, headers, _, _ = api.param_serialize(
@@ -192,9 +193,13 @@ def request(
     body: Any = None,
     content_type: str = "application/json",
     timeout: float | tuple[float, float] | None = 30.0,
+    accept: str = "application/json",
 ) -> Any:
-    """One API call; returns the decoded JSON body, or raises :class:`KubeError`."""
-    resp = _open(api, method, path, query, body, content_type, timeout)
+    """One API call; returns the decoded JSON body, or raises :class:`KubeError`.
+
+    ``accept`` may ask for another JSON rendering, e.g. ``application/json;as=Table;v=v1;g=meta.k8s.io``
+    for the rows and printer columns ``kubectl get`` shows."""
+    resp = _open(api, method, path, query, body, content_type, timeout, accept)
     try:
         data = resp.read()
     except Exception as exc:

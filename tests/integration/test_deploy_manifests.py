@@ -131,9 +131,16 @@ def test_edge_rbac_is_deploy_rbac_collector_read_only_and_applier_patch_only() -
         ("apps", "deployments/scale"),
         ("apps", "statefulsets/scale"),
         ("autoscaling", "horizontalpodautoscalers"),
+        # the policies' status and the Events (docs/edge.md, "Status and Events")
+        ("autoscaling.k8s.io", "hvpas/status"),
+        ("autoscaling.gardener.cloud", "hvpas/status"),
+        ("autoscaling.mercari.com", "tortoises/status"),
+        ("autoscaling.tandem.dev", "customhpas/status"),
+        ("", "events"),
     }
     for rule in roles["tandem-applier"]["rules"]:
-        assert set(rule["verbs"]) <= {"get", "list", "watch", "patch"}
+        creates = rule["resources"] == ["events"]  # the only thing it creates
+        assert set(rule["verbs"]) <= {"get", "list", "watch", "patch"} | ({"create"} if creates else set())
     deployments = by_kind(docs, "Deployment")
     collector, applier = deployments["tandem-collector"], deployments["tandem-applier"]
     assert collector["spec"]["template"]["spec"]["serviceAccountName"] == "tandem-collector"
