@@ -22,8 +22,9 @@ are skipped without a trace).  For each one it
    manager ``tandem-applier``, ``force``), last, so the annotation marks a completed decision.
    The first write of an attempt carries the resourceVersion that was read as a precondition: when
    someone changed the workload in between the API answers 409 and the whole attempt (read, checks,
-   writes) is repeated.  409, 429, 5xx and broken connections are retried with bounded exponential
-   backoff; the decision ends in ``applied`` or ``apply_failed`` (with the API's status code and
+   writes) is repeated.  409, 429 and 5xx are retried with bounded exponential backoff; a call
+   that gets no answer at all (the API server restarting) is waited out, unready, until it answers;
+   the decision ends in ``applied`` or ``apply_failed`` (with the API's status code and
    message), never in silence.
 
 It also consumes ``<prefix>audit`` for this cluster's blocked reports and dry-run decisions, and
@@ -82,6 +83,7 @@ from edge.checks import (
 )
 from edge.kube import HPAS, WORKLOAD_RESOURCES, KubeError, list_objects, policy_resources, request
 from edge.reporter import Reporter
+from edge.retry import start_retrying
 from scaling.cloudevents import APPLIED, APPLY_FAILED, DECISION, cloudevent, event_id
 from scaling.errors import InvalidEvent, InvalidPolicy
 from scaling.events import WorkloadRef, decode_workload_ref
@@ -90,10 +92,16 @@ from scaling.policies import parse_policy
 __all__ = [
     "Applier",
     "ApplierConfig",
+    "Interrupted",
     "run",
 ]
 
 log = logging.getLogger("tandem.applier")
+
+
+class Interrupted(Exception):
+    """The applier was stopped while a decision waited for the API server: the decision has no
+    result and its offset is not committed, so the next applier gets it again."""
 
 
 @dataclass(frozen=True)
@@ -149,6 +157,9 @@ class Applier:
         self.metrics = metrics
         #: Status and Events of the policies (docs/edge.md); ``None``: none are written.
         self.reporter = reporter
+        #: Set by the consumer loop: a decision waiting for an unreachable API server gives up then.
+        self.stop: threading.Event | None = None
+        self._unready = False
 
     def _kube(self, operation: str) -> contextlib.AbstractContextManager[None]:
         """Times one API call in ``tandem_kube_api_latency_seconds{operation}`` (when there are metrics)."""
@@ -187,6 +198,9 @@ class Applier:
     def apply(self, ev: Mapping[str, Any], ref: WorkloadRef) -> dict[str, Any]:
         """Apply one decision of this cluster; the result CloudEvent (``applied`` or ``apply_failed``)."""
         result = self._apply(ev, ref)
+        if self._unready:  # the API server answered again
+            self._unready = False
+            self.metrics.set_unready(None)
         if self.metrics is not None:
             self._observe(ev["data"], result)
         if self.reporter is not None:
@@ -212,6 +226,7 @@ class Applier:
         progress = _Progress()
         delays = backoff_delays(self.config.max_attempts, self.config.backoff_base, self.config.backoff_cap)
         attempt = 0
+        unreachable = 0  # tries that found no API server at all (not counted as attempts)
         while True:
             attempt += 1
             try:
@@ -219,6 +234,24 @@ class Applier:
             except Refusal as exc:
                 return self._result(ev, ref, dry_run, progress, attempt, error=str(exc))
             except KubeError as exc:
+                if exc.status == 0:
+                    # No answer at all (the API server restarting, the network): not the decision's
+                    # fault. It is kept, unaudited and uncommitted, and tried again until the server
+                    # is back; a stop request leaves it to the next applier (redelivered: at least once).
+                    if self.stop is not None and self.stop.is_set():
+                        raise Interrupted(f"{ref.key}: stopped while the API server was unreachable") from None
+                    attempt -= 1
+                    unreachable += 1
+                    delay = min(self.config.backoff_cap, self.config.backoff_base * 2 ** min(unreachable - 1, 10))
+                    log.warning("%s: the API server is not reachable (%s); retrying in %.1f s", ref.key, exc, delay)
+                    if self.metrics is not None:
+                        self.metrics.set_unready(f"Kubernetes API not reachable: {exc}")
+                        self._unready = True
+                    if self.stop is not None:
+                        self.stop.wait(delay)
+                    else:
+                        self.sleep(delay)
+                    continue
                 if exc.retryable and attempt <= len(delays):
                     log.info("%s: attempt %d: %s; retrying", ref.key, attempt, exc)
                     self.sleep(delays[attempt - 1])
@@ -410,33 +443,65 @@ async def run(
     if metrics is not None and applier.metrics is None:
         applier.metrics = metrics
     metrics = applier.metrics
+    if stop is not None:
+        applier.stop = stop
     if applier.reporter is None:
         applier.reporter = Reporter(applier.api, config.cluster, dry_run=config.dry_run, metrics=metrics)
     reporter = applier.reporter
+
     # The actuator brings the decisions to apply; the audit topic the blocked reports and the
     # dry-run decisions, which only the policy status and the Events show (docs/edge.md).
-    consumer = AIOKafkaConsumer(
-        actuator,
-        audit,
-        **settings.client_kwargs(),
-        group_id=group_id or f"tandem-applier-{config.cluster}",
-        enable_auto_commit=False,
-        auto_offset_reset=offset_reset,
-    )
-    producer = AIOKafkaProducer(**settings.client_kwargs(), acks="all", enable_idempotence=True)
-    await producer.start()
+    async def start_consumer() -> Any:
+        consumer = AIOKafkaConsumer(
+            actuator,
+            audit,
+            **settings.client_kwargs(),
+            group_id=group_id or f"tandem-applier-{config.cluster}",
+            enable_auto_commit=False,
+            auto_offset_reset=offset_reset,
+        )
+        try:
+            await consumer.start()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await consumer.stop()
+            raise
+        return consumer
+
+    async def start_producer() -> Any:
+        producer = AIOKafkaProducer(**settings.client_kwargs(), acks="all", enable_idempotence=True)
+        try:
+            await producer.start()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await producer.stop()
+            raise
+        return producer
+
+    # Kafka not reachable yet: wait for it (unready, alive) instead of exiting into a crash loop.
+    kafka = f"Kafka {getattr(settings, 'bootstrap', '')}".rstrip()
+    producer = await start_retrying(start_producer, kafka, stop=stop, metrics=metrics)
+    if producer is None:
+        return
     try:
-        await consumer.start()
+        consumer = await start_retrying(start_consumer, kafka, stop=stop, metrics=metrics)
+        if consumer is None:
+            return
         try:
             while stop is None or not stop.is_set():
                 batches = await consumer.getmany(timeout_ms=300, max_records=100)
+                seen: dict[Any, int] = {}  # audit partitions: committed once per batch
                 for tp, messages in batches.items():
                     for msg in messages:
                         if tp.topic == audit:
                             _take_audit(reporter, msg.value)
-                            await consumer.commit({TopicPartition(tp.topic, tp.partition): msg.offset + 1})
+                            seen[TopicPartition(tp.topic, tp.partition)] = msg.offset + 1
                             continue
-                        result = await asyncio.to_thread(applier.handle, msg.value)
+                        try:
+                            result = await asyncio.to_thread(applier.handle, msg.value)
+                        except Interrupted as exc:
+                            log.warning("%s; left to the next applier", exc)
+                            return
                         if result is not None:
                             level = logging.INFO if result["type"] == APPLIED else logging.WARNING
                             what = result["data"].get("error", "ok")
@@ -450,6 +515,8 @@ async def run(
                         await consumer.commit({TopicPartition(tp.topic, tp.partition): msg.offset + 1})
                 if batches:
                     await asyncio.to_thread(reporter.flush)
+                if seen:
+                    await consumer.commit(seen)
                 if metrics is not None:
                     lag = await _lag(consumer)
                     if lag is not None:

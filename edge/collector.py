@@ -68,6 +68,7 @@ from edge.kube import (
     served,
     watch,
 )
+from edge.retry import start_retrying
 from edge.translate import Collector
 
 __all__ = ["CollectorConfig", "run"]
@@ -214,8 +215,27 @@ async def run(
             await ensure_topics(settings, strict=False)
         except Exception as exc:  # no right to create topics at the edge: they must exist already
             log.warning("could not check/create topics: %s: %s", type(exc).__name__, exc)
-        sink = _KafkaSink(settings)
-    await sink.start()
+        sink = None
+    if sink is None:
+
+        async def start_sink() -> _KafkaSink:
+            kafka_sink = _KafkaSink(settings)
+            try:
+                await kafka_sink.start()
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await kafka_sink.producer.stop()
+                raise
+            return kafka_sink
+
+        # Kafka not reachable yet: wait for it (unready, alive) instead of exiting into a crash loop.
+        kafka = f"Kafka {getattr(settings, 'bootstrap', '')}".rstrip()
+        watched = metrics if metrics is not None else getattr(collector, "metrics", None)
+        sink = await start_retrying(start_sink, kafka, stop=stop, metrics=watched)
+        if sink is None:
+            return
+    else:
+        await sink.start()
     collector = collector or Collector(config.cluster, metrics)
     if metrics is not None and collector.metrics is None:
         collector.metrics = metrics

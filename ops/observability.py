@@ -121,6 +121,7 @@ class Metrics:
         self.clock = clock
         self._lock = threading.Lock()
         self._alive: tuple[bool, str] = (True, "")
+        self._unready: str | None = None  # a dependency not reached yet (alive all the same)
         self._lag: int | None = None
         self._last_event_ts: float | None = None
         self._newest_ts: float | None = None
@@ -302,6 +303,11 @@ class Metrics:
         with self._lock:
             self._alive = (alive, reason)
 
+    def set_unready(self, reason: str | None) -> None:
+        """Not ready for ``reason`` (e.g. Kafka not reachable yet) while alive; ``None`` clears it."""
+        with self._lock:
+            self._unready = reason
+
     def liveness(self) -> Readiness:
         with self._lock:
             alive, reason = self._alive
@@ -323,6 +329,9 @@ class Metrics:
             reasons.append(f"last processed event is {now - last:.0f} s old > {self.max_event_age:g} s")
         alive = self.liveness()
         reasons.extend(alive.reasons)
+        with self._lock:
+            if self._unready:
+                reasons.append(self._unready)
         return Readiness(not reasons, tuple(reasons))
 
     def exposition(self) -> bytes:
