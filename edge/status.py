@@ -41,6 +41,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from scaling.cloudevents import APPLIED, APPLY_FAILED
+from scaling.policies import custom_hpa, hvpa, hvpa_v2, tortoise
+from scaling.policies.registry import PolicyKind, kinds
 from schemas.words import held_back, outcome_sentences, policy_phrase
 
 __all__ = [
@@ -433,20 +435,22 @@ def _custom_hpa(obj: Mapping[str, Any], status: dict[str, Any], obs: Observation
         status.pop("conditions")
 
 
-#: The status fold of each policy kind and API group.  A kind without one gets no status.
-STATUS_SHAPES: dict[tuple[str, str], Callable[[Mapping[str, Any], dict[str, Any], Observation], None]] = {
-    ("Tortoise", "autoscaling.mercari.com"): _tortoise,
-    ("Hvpa", "autoscaling.k8s.io"): lambda o, s, ob: _hvpa(o, s, ob, released=True),
-    ("Hvpa", "autoscaling.gardener.cloud"): lambda o, s, ob: _hvpa(o, s, ob, released=False),
-    ("CustomHpa", "autoscaling.tandem.dev"): _custom_hpa,
+#: The status fold of each registered policy kind (keyed by its descriptor, so that no code here
+#: branches on a kind's name; a kind without a fold, e.g. one registered by a test, gets no status).
+STATUS_SHAPES: dict[PolicyKind, Callable[[Mapping[str, Any], dict[str, Any], Observation], None]] = {
+    tortoise.KIND: _tortoise,
+    hvpa.KIND: lambda o, s, ob: _hvpa(o, s, ob, released=True),
+    hvpa_v2.KIND: lambda o, s, ob: _hvpa(o, s, ob, released=False),
+    custom_hpa.KIND: _custom_hpa,
 }
 
 
 def fold_status(obj: Mapping[str, Any], observations: list[Observation]) -> dict[str, Any] | None:
     """The status of policy object ``obj`` once ``observations`` (oldest first) are taken in;
     ``None`` when its kind has no status shape."""
-    group = str(obj.get("apiVersion") or "").split("/", 1)[0]
-    shape = STATUS_SHAPES.get((str(obj.get("kind") or ""), group))
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    desc = next((k for k in kinds() if k.kind == kind and k.accepts(api_version)), None)
+    shape = STATUS_SHAPES.get(desc) if desc is not None else None
     if shape is None:
         return None
     status = copy.deepcopy(dict(obj.get("status") or {}))
