@@ -146,6 +146,8 @@ class TortoiseSettings:
             ReplicaHistory(str(tz), width)
         except ValueError as exc:
             raise InvalidPolicy("tortoise.TimeZone", str(exc)) from None
+        except OSError:  # "Europe": a directory of the tz database, not a zone (found by fuzzing)
+            raise InvalidPolicy("tortoise.TimeZone", f"{tz!r} is not an IANA time zone name") from None
         max_req = {
             "cpu": _qty_setting(raw, "MaximumCPURequest", "10"),
             "memory": _qty_setting(raw, "MaximumMemoryRequest", "10Gi"),

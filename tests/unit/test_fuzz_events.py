@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 from scaling.engine import Engine
@@ -69,6 +69,13 @@ def _context(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [policy, work]
 
 
+def _text(doc: Any) -> bytes:
+    try:
+        return to_json(doc)
+    except RecursionError:  # deeper than this test's own writer goes: not an input to judge
+        reject()
+
+
 def _through_the_core(text: bytes, name: str) -> None:
     RUNS[name] += 1
     try:
@@ -99,7 +106,7 @@ def test_every_example_is_valid_to_start_with(name: str) -> None:
 @given(data=st.data(), name=st.sampled_from(sorted(INPUTS)))
 def test_a_mutated_event_is_invalid_event_or_accepted_never_another_error(data: st.DataObject, name: str) -> None:
     doc = data.draw(mutated(INPUTS[name]), label="mutated")
-    _through_the_core(to_json(doc), "event: mutated document")
+    _through_the_core(_text(doc), "event: mutated document")
 
 
 @FUZZ
