@@ -44,10 +44,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"tandem publish: {exc}", file=sys.stderr)
         return 2
     try:
-        core, manifests = load_command_inputs(args.files, args.policy, args.config, args.cluster, args.sync_period)
+        core, manifests = load_command_inputs(
+            args.files, args.policy, args.config, args.cluster, args.sync_period, strict=args.strict
+        )
     except UsageError as exc:
         print(f"tandem publish: {exc}", file=sys.stderr)
-        return 2
+        return exc.status
 
     started = time.monotonic()
     stats = ReplayStats()

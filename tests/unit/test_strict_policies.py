@@ -204,3 +204,17 @@ def test_no_upper_bound_but_upstreams_int32() -> None:
     t = example("policy-tortoise")
     t["spec"]["maxReplicas"] = 5_000_000
     parse_policy(t, WL)
+
+
+def test_publish_refuses_a_bad_policy_before_it_connects(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Port 1 has no broker: reaching Kafka would fail differently (exit 1 with the bootstrap's error).
+    path = policy_file(tmp_path)
+    stream = tmp_path / "s.jsonl"
+    stream.write_bytes(b"")
+    code = tandem(["publish", str(stream), "--policy", str(path), "--strict", "--broker", "127.0.0.1:1"])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 1
+    assert err == [
+        f"tandem publish: {path}: document 2 (Hvpa shop/api): spec.vpa.scaleUp.stabilizationDuraton: unknown field "
+        "(did you mean stabilizationDuration?)"
+    ]
