@@ -47,6 +47,9 @@ def policy_target(manifest: Mapping[str, Any], default_cluster: str = "default")
     annotations = meta.get("annotations") or {}
     cluster = annotations.get(CLUSTER_ANNOTATION) if isinstance(annotations, Mapping) else None
     cluster = cluster or default_cluster
+    for where, value in (("metadata.namespace", namespace), (f"metadata.annotations.{CLUSTER_ANNOTATION}", cluster)):
+        if not isinstance(value, str) or "/" in value:  # found by fuzzing: a mapping was str()-ed into a key
+            raise InvalidPolicy(where, f"{value!r} is not a valid name")
     spec = manifest.get("spec") or {}
     ref = None
     for path in (
@@ -65,6 +68,8 @@ def policy_target(manifest: Mapping[str, Any], default_cluster: str = "default")
         dep = get_path(spec, "target.deployment")
         if isinstance(dep, str) and dep:
             ns = get_path(spec, "target.namespace") or namespace
+            if not isinstance(ns, str) or "/" in ns:
+                raise InvalidPolicy("spec.target.namespace", f"{ns!r} is not a valid name")
             return WorkloadRef(str(cluster), str(ns), "Deployment", dep)
         raise InvalidPolicy("spec.targetRef", "required target reference (kind, name) is missing")
     kind = ref.get("kind") or "Deployment"

@@ -218,3 +218,26 @@ def test_publish_refuses_a_bad_policy_before_it_connects(tmp_path: Path, capsys:
         f"tandem publish: {path}: document 2 (Hvpa shop/api): spec.vpa.scaleUp.stabilizationDuraton: unknown field "
         "(did you mean stabilizationDuration?)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "message"),
+    [
+        ("namespace", {"a/b": None}, "field 'metadata.namespace': {'a/b': None} is not a valid name"),
+        ("namespace", "a/b", "field 'metadata.namespace': 'a/b' is not a valid name"),
+        (
+            "annotations",
+            {"tandem.dev/cluster": 7},
+            "field 'metadata.annotations.tandem.dev/cluster': 7 is not a valid name",
+        ),
+    ],
+)
+def test_a_namespace_or_cluster_that_is_not_a_name_is_refused(where: str, value: Any, message: str) -> None:
+    # Found by the policy fuzz test: a mapping was turned into text and became part of a workload key.
+    from scaling.policies import policy_target
+
+    m = example("policy-custom-hpa")
+    m["metadata"][where] = value
+    with pytest.raises(InvalidPolicy) as caught:
+        policy_target(m, "c1")
+    assert str(caught.value) == message
