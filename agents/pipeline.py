@@ -50,6 +50,7 @@ from faust.streams import _current_event  # the context Faust's tables read thei
 from faust.types import TP
 
 from agents.settings import WorkerSettings
+from agents.stall import StallWatch
 from scaling.cloudevents import DECISION
 from scaling.errors import InvalidEvent
 from scaling.events import decode_event
@@ -135,6 +136,14 @@ class Pipeline:
         self.t_recommendation = {"hpa": topic_name(prefix, "hpa"), "vpa": topic_name(prefix, "vpa")}
         self.merger = Merger(settings.core)
         self.lock = asyncio.Lock()
+        #: No silent stall (issue #18): inputs with lag and no progress are logged, gauged, unready.
+        self.stalls = StallWatch(settings.stall_timeout, settings.stall_exit)
+        self._stalled_logged: set[tuple[str, int]] = set()
+        #: Fault injection for the stall tests only: ``TANDEM_FAULT_FREEZE_INPUT=hpa`` keeps that input
+        #: type paused in aiokafka behind the merge's back, the shape of the stall issue #18 describes.
+        self._freeze = os.environ.get("TANDEM_FAULT_FREEZE_INPUT") or None
+        if self._freeze:
+            log.warning("tandem worker: fault injection: input %s will stay paused", self._freeze)
         self.need_reload = True
         self.starts_known = False
         self._reloaded_at = 0.0
@@ -304,6 +313,8 @@ class Pipeline:
         if not self.starts_known and not self.need_reload and self._starts_task is None:
             # In the background: asking the broker for log start offsets can take a second.
             self._starts_task = asyncio.ensure_future(self._learn_starts(self.generation))
+        # Before the lock: an agent that holds it forever is exactly the stall to report.
+        self._watch_stalls(time.monotonic())
         if self.lock.locked():
             return  # the agent is busy: it releases what it can itself, and nothing is idle
         async with self.lock:
@@ -331,6 +342,38 @@ class Pipeline:
                     self.metrics.record_lag(self._lag())
 
     # --- helpers --------------------------------------------------------------------------
+
+    def _watch_stalls(self, now: float) -> None:
+        """Report inputs with lag and no progress; exit (75) once one has been stuck for --stall-exit."""
+        inputs: dict[tuple[str, int], tuple[int | None, int | None]] = {}
+        for p in self.assigned:
+            clock = self.merger.clocks.get(p)
+            for kind, hw in self._highwaters(p).items():
+                pos = clock.sources[kind].position if clock is not None else None
+                inputs[(self.topic_of_kind[kind], p)] = (pos, hw)
+        stalled, must_exit = self.stalls.check(now, inputs)
+        current = {(s.topic, s.partition): s for s in stalled}
+        for tp, s in current.items():
+            if tp not in self._stalled_logged:
+                log.error(
+                    "tandem worker: %s; paused by the merge: %s; merge inbox: %d buffered",
+                    s.describe(),
+                    sorted(self.merger.paused.get(s.partition, ())),
+                    self.merger._buffered.get(s.partition, 0),
+                )
+        for tp in self._stalled_logged - current.keys():
+            log.warning("tandem worker: input %s[%d] moves again", *tp)
+        self._stalled_logged = set(current)
+        if self.metrics is not None:
+            self.metrics.record_stalled({tp: s.describe() for tp, s in current.items()})
+        if must_exit:
+            log.critical(
+                "tandem worker: an input has been stalled for %.0f s (--stall-exit); exiting with status 75 "
+                "so that the worker is restarted",
+                self.stalls.stall_exit,
+            )
+            logging.shutdown()
+            os._exit(75)
 
     def _assigned_partitions(self) -> set[int]:
         try:
@@ -414,6 +457,10 @@ class Pipeline:
             to_pause, to_resume = self.merger.throttle(p, self._highwaters(p))
             pause.extend(TP(self.topic_of_kind[k], p) for k in to_pause)
             resume.extend(TP(self.topic_of_kind[k], p) for k in to_resume)
+        if self._freeze is not None:
+            frozen = [TP(self.topic_of_kind[self._freeze], p) for p in self.assigned]
+            resume = [tp for tp in resume if tp not in frozen]
+            pause.extend(frozen)
         if pause or resume:
             self.stats["paused"] += len(pause)
             await self._fetch_control(pause, resume)

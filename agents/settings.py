@@ -46,6 +46,10 @@ class WorkerSettings(KafkaSettings):
     session_timeout: float = 60.0
     commit_interval: float = 2.8
     loglevel: str = "warning"
+    #: An assigned input with lag and no progress for this long is stalled: logged, gauged, unready.
+    stall_timeout: float = 60.0
+    #: ... and after this long the worker exits non-zero (75) so that Kubernetes restarts it.
+    stall_exit: float = 300.0
 
     @property
     def group_id(self) -> str:
@@ -94,6 +98,19 @@ def add_worker_options(p: argparse.ArgumentParser) -> None:
         help="Faust broker_commit_interval (s)",
     )
     p.add_argument("--loglevel", default=env("loglevel", "warning"), help="worker log level (default warning)")
+    p.add_argument(
+        "--stall-timeout",
+        type=positive_float,
+        default=env("stall_timeout", "60"),
+        help="seconds an assigned input may have lag without progress before it is reported stalled "
+        "(log, gauge tandem_input_stalled, /readyz fails; default 60)",
+    )
+    p.add_argument(
+        "--stall-exit",
+        type=positive_float,
+        default=env("stall_exit", "300"),
+        help="seconds of stall after which the worker exits with status 75 so that it is restarted (default 300)",
+    )
 
 
 def worker_settings(args: argparse.Namespace) -> WorkerSettings:
@@ -123,6 +140,8 @@ def worker_settings(args: argparse.Namespace) -> WorkerSettings:
         session_timeout=args.session_timeout,
         commit_interval=args.commit_interval,
         loglevel=args.loglevel,
+        stall_timeout=args.stall_timeout,
+        stall_exit=args.stall_exit,
     )
 
 

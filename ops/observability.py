@@ -122,6 +122,7 @@ class Metrics:
         self._lock = threading.Lock()
         self._alive: tuple[bool, str] = (True, "")
         self._unready: str | None = None  # a dependency not reached yet (alive all the same)
+        self._stalled: dict[tuple[str, int], str] = {}
         self._lag: int | None = None
         self._last_event_ts: float | None = None
         self._newest_ts: float | None = None
@@ -168,6 +169,12 @@ class Metrics:
             "Latency of Kubernetes API calls, by operation.",
             ["operation"],
             buckets=KUBE_API_BUCKETS,
+            registry=r,
+        )
+        self.input_stalled = Gauge(
+            "tandem_input_stalled",
+            "1 while an assigned input topic-partition has lag and makes no progress (worker --stall-timeout).",
+            ["topic", "partition"],
             registry=r,
         )
         self.consumer_lag = Gauge(
@@ -299,6 +306,16 @@ class Metrics:
                 self._last_event_ts = event_ts
                 self.last_processed.set(event_ts)
 
+    def record_stalled(self, stalled: Mapping[tuple[str, int], str]) -> None:
+        """The inputs stalled now ((topic, partition) -> what the worker knows); the rest are not."""
+        with self._lock:
+            previous = set(self._stalled)
+            self._stalled = dict(stalled)
+        for topic, partition in previous - set(stalled):
+            self.input_stalled.labels(topic=topic, partition=str(partition)).set(0)
+        for topic, partition in stalled:
+            self.input_stalled.labels(topic=topic, partition=str(partition)).set(1)
+
     def set_alive(self, alive: bool, reason: str = "") -> None:
         with self._lock:
             self._alive = (alive, reason)
@@ -332,6 +349,7 @@ class Metrics:
         with self._lock:
             if self._unready:
                 reasons.append(self._unready)
+            reasons.extend(self._stalled[tp] for tp in sorted(self._stalled))
         return Readiness(not reasons, tuple(reasons))
 
     def exposition(self) -> bytes:
