@@ -142,6 +142,7 @@ class Pipeline:
         #: Fault injection for the stall tests only: ``TANDEM_FAULT_FREEZE_INPUT=hpa`` keeps that input
         #: type paused in aiokafka behind the merge's back, the shape of the stall issue #18 describes.
         self._freeze = os.environ.get("TANDEM_FAULT_FREEZE_INPUT") or None
+        self._freeze_logged = False
         if self._freeze:
             log.warning("tandem worker: fault injection: input %s will stay paused", self._freeze)
         self.need_reload = True
@@ -335,6 +336,7 @@ class Pipeline:
                 await self._publish(out, [])
                 await self._persist()
             await self._throttle(self.assigned)
+            await self._reconcile_paused()
             if self.metrics is not None:
                 for p, part in per_partition:
                     self._report({}, [], part, self._arrived.get(p))
@@ -461,6 +463,9 @@ class Pipeline:
             frozen = [TP(self.topic_of_kind[self._freeze], p) for p in self.assigned]
             resume = [tp for tp in resume if tp not in frozen]
             pause.extend(frozen)
+            if frozen and not self._freeze_logged:
+                self._freeze_logged = True
+                log.warning("tandem worker: fault injection: %s paused", sorted(tp.partition for tp in frozen))
         if pause or resume:
             self.stats["paused"] += len(pause)
             await self._fetch_control(pause, resume)
@@ -489,6 +494,29 @@ class Pipeline:
                     consumer.resume(TopicPartition(tp.topic, tp.partition))
 
         await thread.call_thread(apply)
+
+    async def _reconcile_paused(self) -> None:
+        """Resume what aiokafka has paused but the merge does not know it paused (issue #18).
+
+        The merge's ``paused`` sets are its view; aiokafka's own paused set is the truth that decides
+        what is fetched.  If they ever disagree (the known stall: an input paused by backpressure and
+        never resumed across a rebalance or a restart), the input would stay silent for good; here
+        the disagreement is logged and repaired on every timer round, before it can become a stall.
+        """
+        thread = self.app.consumer._thread
+        consumer = thread._ensure_consumer()
+        frozen = {self.topic_of_kind[self._freeze]} if self._freeze else set()
+
+        def paused() -> set[tuple[str, int]]:
+            return {(tp.topic, tp.partition) for tp in consumer.paused()}
+
+        actual = await thread.call_thread(paused)
+        known = {(self.topic_of_kind[k], p) for p, kinds in self.merger.paused.items() for k in kinds}
+        stray = sorted(tp for tp in actual - known if tp[0] in self.kind_of_topic and tp[0] not in frozen)
+        if stray:
+            log.warning("tandem worker: inputs paused in aiokafka behind the merge's back, resumed: %s", stray)
+            self.stats["stray_pauses"] += len(stray)
+            await self._fetch_control([], [TP(t, p) for t, p in stray])
 
     def _highwaters(self, partition: int) -> dict[str, int | None]:
         highwater = self.app.consumer.highwater

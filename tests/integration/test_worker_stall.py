@@ -46,7 +46,7 @@ def test_a_stalled_input_is_reported_fails_readiness_and_ends_the_worker(kafka_b
         ws.append(w)
         topic = f"{prefix}hpa"
         # Input published once the worker owns its partitions (and so has frozen the hpa input).
-        assert wait_for(lambda: w.assigned() and w.assigned()[-1], 120, interval=0.5, message="assigned")
+        assert wait_for(lambda: "fault injection: [" in w.text(), 120, interval=0.2, message="the freeze applied")
         publish(env, stream, policy_paths)
 
         def stalled() -> list[tuple[str, str]]:
