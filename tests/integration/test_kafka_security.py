@@ -145,7 +145,7 @@ def test_mutual_tls_client_certificate_is_accepted(secure_kafka: SecureBroker) -
 
 def test_publish_and_audit_read_over_tls_and_scram(secure_kafka: SecureBroker, tmp_path: Path) -> None:
     """``tandem publish`` and ``tandem audit --broker`` take the security options and the password file."""
-    from streams.publish import main as publish_main
+    from cli.main import main as tandem
 
     prefix = f"s{uuid.uuid4().hex[:6]}."
     admin = settings_for(secure_kafka, "admin", prefix)
@@ -153,16 +153,16 @@ def test_publish_and_audit_read_over_tls_and_scram(secure_kafka: SecureBroker, t
     stream = tmp_path / "in.jsonl"
     stream.write_text(
         '{"type":"metric","ts":1000,"workload":{"cluster":"a","namespace":"ns","kind":"Deployment","name":"web"},'
-        '"replicas":2,"containers":{"app":{"cpu":{"usage":"100m"}}}}\n'
+        '"pod":"web-1","container":"app","cpu":0.1}\n'
     )
     argv = [
-        str(stream),
+        "publish", str(stream), "--strict",
         "--broker", secure_kafka.bootstrap, "--topic-prefix", prefix, "--partitions", "1",
         "--security-protocol", "SASL_SSL", "--ssl-cafile", str(secure_kafka.ca_file),
         "--sasl-mechanism", "SCRAM-SHA-256", "--sasl-username", "admin",
         "--sasl-password-file", str(secure_kafka.password_file("admin")),
     ]  # fmt: skip
-    assert publish_main(argv) == 0
+    assert tandem(argv) == 0
     # The audit topic is empty but readable: the reader authenticated and found its end offsets.
     err = io.StringIO()
     assert read_topic(secure_kafka.bootstrap, f"{prefix}audit", err, 30.0, security(secure_kafka, "admin")) == []
