@@ -1,6 +1,6 @@
 """The worker's agent: Kafka input topics -> decision core -> audit, actuator, hpa/vpa, dead letters.
 
-One agent reads the five input topics (CONTRACT.md section 2) in batches.  Per batch it
+One agent reads the five input topics (docs/contract.md §2) in batches.  Per batch it
 
 1. decodes and validates each message (``schemas.codec``); a bad one goes to ``<prefix>deadletter``
    as ``{"topic", "partition", "offset", "key", "value", "error"}`` and the worker carries on;

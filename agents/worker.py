@@ -1,6 +1,6 @@
 """The Faust worker of ``tandem worker`` (see docs/worker.md; the command line is :mod:`cli.worker`).
 
-Before Faust starts, the missing topics of CONTRACT.md section 2 are created with ``--partitions``
+Before Faust starts, the missing topics of docs/contract.md §2 are created with ``--partitions``
 partitions (:func:`streams.topics.ensure_topics`, called by the command): Faust would otherwise let
 Kafka auto-create an input topic with the broker's default partition count, and then crash on a
 table whose changelog does not match its source.

@@ -7,7 +7,7 @@
 Every option is also ``TANDEM_<OPTION>`` (``streams.settings``; ``ops.observability`` for the
 metrics server: ``/metrics``, ``/healthz``, ``/readyz`` on ``--metrics-port``, 0 for none).
 
-Before Faust starts, the missing topics of CONTRACT.md section 2 are created with ``--partitions``
+Before Faust starts, the missing topics of docs/contract.md §2 are created with ``--partitions``
 partitions: Faust would otherwise let Kafka auto-create an input topic with the broker's default
 partition count, and then crash on a table whose changelog does not match its source.  Exit codes:
 2 bad options, topics with another partition count or a taken metrics port; 1 no broker; 70 Kafka

@@ -423,7 +423,7 @@ def check_marks(where: str, annotations: Mapping[str, str], decision_id: str, ti
     ``True`` when the decision is a *repeat* (its id is the recorded ``tandem.dev/last-decision``:
     nothing is to be written); raises :class:`Refusal` when the workload has not opted in
     (``skipped: ...``) or when the decision is older, by tick, than the last applied one (a
-    redelivered old decision must not undo a newer one: ARCHITECTURE.md invariant 2).
+    redelivered old decision must not undo a newer one: docs/architecture.md invariant 2).
     """
     if annotations.get(MANAGED) != "true":
         raise Refusal(f'skipped: {where} has not opted in (annotation {MANAGED}: "true" is missing)')

@@ -86,7 +86,7 @@ POD_METRICS = Resource("metrics.k8s.io", "v1beta1", "pods", "PodMetrics")
 
 
 def policy_resources() -> tuple[Resource, ...]:
-    """The policy CRDs of CONTRACT.md section 5 (deploy/crds/): one per registered policy kind and
+    """The policy CRDs of docs/contract.md §5 (deploy/crds/): one per registered policy kind and
     group (:mod:`scaling.policies.registry`), read at its first served version."""
     return tuple(Resource(k.group, k.versions[0], k.plural, k.kind) for k in kinds())
 

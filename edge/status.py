@@ -1,6 +1,6 @@
 """What the edge shows where Kubernetes users look (docs/edge.md, "Status and Events"): pure.
 
-From the decision and blocked CloudEvents of its cluster (CONTRACT.md section 4) and the applier's
+From the decision and blocked CloudEvents of its cluster (docs/contract.md §4) and the applier's
 own results, this module computes
 
 * the ``status`` of the policy object, in the shape users of the upstream project already read

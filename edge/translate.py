@@ -1,7 +1,7 @@
 """The collector's pure half: cluster objects in, contract events out (docs/edge.md, "Collector").
 
 :class:`Collector` holds what the watches have shown and what was sent, and turns each watch event,
-relist or PodMetrics scrape into the input events of CONTRACT.md section 3, validated by
+relist or PodMetrics scrape into the input events of docs/contract.md §3, validated by
 :func:`scaling.events.decode_event` and sent on change only.  It does no I/O and reads no clock
 (``now`` is passed in): :mod:`edge.collector` runs the watch threads, the scrape loop and the sinks
 around it, the way kopf keeps handlers apart from its machinery.

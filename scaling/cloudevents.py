@@ -1,4 +1,4 @@
-"""Decision and blocked CloudEvents (CONTRACT.md section 4), with deterministic ids.
+"""Decision and blocked CloudEvents (docs/contract.md §4), with deterministic ids.
 
 The id is a hash of the event type and its ``data``: the same input gives the same decision and
 so the same id, through Kafka or embedded, which is what lets an applier apply an id at most once

@@ -11,7 +11,7 @@ __all__ = ["InvalidEvent", "InvalidPolicy"]
 
 
 class InvalidEvent(ValueError):
-    """An input event that does not follow the contract (CONTRACT.md section 3)."""
+    """An input event that does not follow the contract (docs/contract.md §3)."""
 
     def __init__(self, field: str, reason: str) -> None:
         super().__init__(f"field '{field}': {reason}" if field else reason)
@@ -25,4 +25,4 @@ class InvalidEvent(ValueError):
 
 
 class InvalidPolicy(InvalidEvent):
-    """A policy manifest that tandem cannot run (CONTRACT.md section 5)."""
+    """A policy manifest that tandem cannot run (docs/contract.md §5)."""

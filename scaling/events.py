@@ -1,4 +1,4 @@
-"""Typed input events (CONTRACT.md section 3) and their strict decoding from JSON values.
+"""Typed input events (docs/contract.md §3) and their strict decoding from JSON values.
 
 Decoding is separate from parsing bytes (``schemas.codec`` does ``orjson.loads``) so that the core
 stays free of I/O and the worker, the replay and the tests share one set of rules.  Every check
@@ -45,7 +45,7 @@ _MAX_TS = 1e11
 
 @dataclass(frozen=True, slots=True, order=True)
 class WorkloadRef:
-    """A scaled target; its ``key`` keys every topic (CONTRACT.md section 1)."""
+    """A scaled target; its ``key`` keys every topic (docs/contract.md §1)."""
 
     cluster: str
     namespace: str

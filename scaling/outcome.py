@@ -19,7 +19,7 @@ __all__ = ["Blocked", "Outcome", "View"]
 
 @dataclass(frozen=True, slots=True)
 class Blocked:
-    """A change that was wanted and refused; ``reason`` uses HVPA's names (CONTRACT.md section 4)."""
+    """A change that was wanted and refused; ``reason`` uses HVPA's names (docs/contract.md §4)."""
 
     target: str
     reason: str

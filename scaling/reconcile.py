@@ -1,4 +1,4 @@
-"""The reconcile loop of CONTRACT.md section 6, as pure functions over :class:`WorkloadState`.
+"""The reconcile loop of docs/contract.md §6, as pure functions over :class:`WorkloadState`.
 
 Both drivers call exactly these functions: the embedded replay (``streams.replay``) and the Faust
 agents (``agents``).  ``ingest`` applies one event; before doing so it reconciles the pending tick

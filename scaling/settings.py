@@ -1,4 +1,4 @@
-"""tandem's settings (the ``--config`` YAML file, CONTRACT.md section 5), validated once.
+"""tandem's settings (the ``--config`` YAML file, docs/contract.md §5), validated once.
 
 The core receives them as a frozen :class:`Settings`; sections owned by a component (``hpa:``,
 ``vpa:``, ``tortoise:``) stay raw mappings here and are validated by that component with the

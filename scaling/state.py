@@ -1,8 +1,8 @@
-"""Per-workload state: a plain value of bounded size (ARCHITECTURE invariant 4).
+"""Per-workload state: a plain value of bounded size (docs/architecture.md invariant 4).
 
 It holds the latest input of each kind (as the validated JSON it arrived as, so that it
 serialises without a second encoder), the latest custom-metric sample per series and pod, the
-latest OOM kill per container, the tick bookkeeping of CONTRACT.md section 6, the policy's
+latest OOM kill per container, the tick bookkeeping of docs/contract.md §6, the policy's
 *memory* (what HVPA keeps in its status, Nanit in process memory...), and the values tandem
 assumes applied since its last decision.  ``to_dict``/``from_dict`` round-trip it through
 JSON-safe types for Faust tables and changelogs.

@@ -1,4 +1,4 @@
-"""JSON Schemas of the contract (CONTRACT.md sections 3 and 4), and the codec.
+"""JSON Schemas of the contract (docs/contract.md §3 and §4), and the codec.
 
 The schemas are package data; they refer to each other by ``$id``
 (``https://tandem.dev/schemas/<name>.schema.json``).  :func:`validator` needs ``jsonschema``, a

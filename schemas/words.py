@@ -1,6 +1,6 @@
 """The plain words of the audit vocabulary: what ``tandem audit explain`` says about a decision.
 
-Pure text functions over the ``data`` of decision and blocked CloudEvents (CONTRACT.md section 4),
+Pure text functions over the ``data`` of decision and blocked CloudEvents (docs/contract.md §4),
 shared by the audit command (:mod:`analysis.audit`) and the edge, which writes the same sentences
 as Kubernetes Events on the scaled workload (docs/edge.md): one wording, wherever people read it.
 """
@@ -28,7 +28,7 @@ __all__ = [
     "sentence",
 ]
 
-#: What each blocked reason (CONTRACT.md section 4) means, completing "... because ...".
+#: What each blocked reason (docs/contract.md §4) means, completing "... because ...".
 REASON_WORDS = {
     "Weight": "the policy's weights give this axis no share at this replica count",
     "UpdatePolicy": "the update policy of this direction is Off",

@@ -2,7 +2,7 @@
 
 A workload's events arrive on up to five co-partitioned topics (``metrics``, ``workloads``,
 ``hpa``, ``vpa``, ``policies``), and Kafka orders nothing across topics.  The core reconciles tick
-``T`` when the first event of the workload with ``ts > T`` is ingested (CONTRACT.md section 6) and
+``T`` when the first event of the workload with ``ts > T`` is ingested (docs/contract.md §6) and
 events of different types at the same ``ts`` commute, so the worker must ingest each workload's
 events in non-decreasing ``ts``, every event with ``ts <= T`` before any with ``ts > T``.
 
@@ -220,7 +220,7 @@ class Slot:
 
 
 def check_routing(kind: str, key: bytes | None, event: Event) -> None:
-    """An input must sit on its type's topic, keyed by its workload (CONTRACT.md sections 1-2)."""
+    """An input must sit on its type's topic, keyed by its workload (docs/contract.md §1-2)."""
     if event.type != kind:
         raise InvalidEvent("type", f"a {event.type!r} event on the topic of {kind!r} events")
     expected = event.workload.key
@@ -389,7 +389,7 @@ class Merger:
                 except InvalidEvent as exc:
                     out.rejected.append(Rejected(KINDS[rank], partition, offset, key, raw, str(exc)))
                     continue
-                except Exception as exc:  # a bug must not stop the worker (ARCHITECTURE invariant 5)
+                except Exception as exc:  # a bug must not stop the worker (docs/architecture.md invariant 5)
                     out.rejected.append(
                         Rejected(
                             KINDS[rank], partition, offset, key, raw, f"internal error: {type(exc).__name__}: {exc}"

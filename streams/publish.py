@@ -6,7 +6,7 @@
 Files are read exactly as ``tandem replay`` reads them (``streams.runner.read_sorted``: JSON Lines,
 ``.gz``, ``-`` for stdin; a bad line is reported as ``FILE:LINE: field 'x': why`` and skipped, or is
 fatal under ``--strict``) and ordered the same way: by ``ts``, file order kept for equal ``ts``.
-Each event goes to its type's topic (CONTRACT.md section 2), keyed by its workload key
+Each event goes to its type's topic (docs/contract.md §2), keyed by its workload key
 ``cluster/namespace/kind/name`` (Kafka's default partitioner, like every tandem producer), with the
 Kafka timestamp set to ``ts`` in milliseconds.  ``--policy`` manifests are published first, as
 ``policy`` events stamped with the stream's first ``ts``, so they are in force from the first event

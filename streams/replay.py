@@ -1,6 +1,6 @@
 """``tandem replay``: recorded streams through the decision core, embedded, no Kafka.
 
-Events from all files are ordered by event time, file order kept for equal ``ts`` (CONTRACT.md
+Events from all files are ordered by event time, file order kept for equal ``ts`` (docs/contract.md
 section 6), then fed to :class:`scaling.engine.Engine`, exactly the functions the Faust agents
 call, by the one embedded runner (:mod:`streams.runner`).  A bad line is reported as
 ``FILE:LINE: field 'x': why`` and skipped (``--strict`` makes it fatal); it never stops the replay.

@@ -3,7 +3,7 @@
 ``tandem replay``, ``tandem report`` (its embedded replay), ``tandem publish`` and ``tandem
 simulate`` read their input the same way, here: every line of every file decoded
 (:func:`read_events`; a bad line is ``FILE:LINE: field 'x': why``, skipped, or fatal under
-``--strict``), then ordered by event time with file order kept for equal ``ts`` (CONTRACT.md
+``--strict``), then ordered by event time with file order kept for equal ``ts`` (docs/contract.md
 section 6: a stable sort, :func:`read_sorted`); :func:`run` then feeds them to
 :class:`scaling.engine.Engine`, exactly the functions the Faust agents call, and flushes it at the
 end, handing everything emitted to one sink.

@@ -1,6 +1,6 @@
 """Settings of the Kafka side of tandem (``tandem worker``, ``tandem publish``, ``tandem topics``).
 
-Every option is a command-line flag and an environment variable ``TANDEM_<OPTION>`` (CONTRACT.md
+Every option is a command-line flag and an environment variable ``TANDEM_<OPTION>`` (docs/contract.md
 section 7); a flag wins over the variable, the variable over the default.  The decision core's own
 settings (``sync_period``, ``hpa:``, ``vpa:``, ``tortoise:``) still come from the ``--config`` YAML
 file and are validated by :meth:`scaling.settings.Settings.from_mapping`.
@@ -159,7 +159,7 @@ def add_kafka_options(p: argparse.ArgumentParser) -> None:
         type=int,
         default=env("retention_ms"),
         help="time retention of the topics created without compaction, instead of the defaults of "
-        "CONTRACT.md section 2; -1 keeps everything, which recordings from the past need "
+        "docs/contract.md §2; -1 keeps everything, which recordings from the past need "
         "(env TANDEM_RETENTION_MS)",
     )
     add_security_options(p)

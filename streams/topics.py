@@ -1,4 +1,4 @@
-"""tandem's Kafka topics (CONTRACT.md section 2); the command ``tandem topics create|list`` is :mod:`cli.topics`.
+"""tandem's Kafka topics (docs/contract.md §2); the command ``tandem topics create|list`` is :mod:`cli.topics`.
 
 Every topic has the same partition count and is keyed by the workload key, so one worker owns all
 of a workload's inputs, its table entry and its outputs (section 1).  Faust refuses a table whose
@@ -43,7 +43,7 @@ DAY_MS = 24 * 3600 * 1000
 
 #: Event type -> input topic suffix.
 TOPIC_OF_TYPE = {"metric": "metrics", "workload": "workloads", "hpa": "hpa", "vpa": "vpa", "policy": "policies"}
-#: Input topics (suffixes), in the order of the event types of CONTRACT.md section 3.
+#: Input topics (suffixes), in the order of the event types of docs/contract.md §3.
 INPUT_TOPICS = tuple(TOPIC_OF_TYPE[t] for t in EVENT_TYPES)
 #: Output topics (suffixes).
 OUTPUT_TOPICS = ("actuator", "audit", "deadletter")

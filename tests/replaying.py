@@ -1,8 +1,9 @@
 """Run streams through ``tandem replay`` end to end (the CLI's own entry point), for vector tests.
 
-The vectors of ``../shared/reference`` must pass through the same path a user takes: a JSON Lines
-file and policy manifests on disk, ``tandem replay`` parsing its arguments, the audit stream
-written to a file.  Running ``cli.main.main`` in-process keeps that path and costs
+The vectors taken from the upstream projects' tests (docs/recommenders.md, docs/tortoise.md,
+docs/hvpa.md) must pass through the same path a user takes: a JSON Lines file and policy
+manifests on disk, ``tandem replay`` parsing its arguments, the audit stream written to a
+file.  Running ``cli.main.main`` in-process keeps that path and costs
 milliseconds; ``tests/e2e`` also runs the installed console script in a subprocess.
 """
 
@@ -23,7 +24,7 @@ WL = {"cluster": "c1", "namespace": "shop", "kind": "Deployment", "name": "web"}
 
 
 def ev(type_: str, ts: float, workload: Mapping[str, str] | None = None, **fields: Any) -> dict[str, Any]:
-    """An input event dict (CONTRACT.md section 3) for workload ``WL`` unless given."""
+    """An input event dict (docs/contract.md §3) for workload ``WL`` unless given."""
     return {"type": type_, "ts": ts, "workload": dict(workload or WL), **fields}
 
 

@@ -1,4 +1,4 @@
-"""Policy kinds (CONTRACT.md section 5) and the one entry point that parses a manifest."""
+"""Policy kinds (docs/contract.md §5) and the one entry point that parses a manifest."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ CLUSTER_ANNOTATION = "tandem.dev/cluster"
 
 def policy_target(manifest: Mapping[str, Any], default_cluster: str = "default") -> WorkloadRef:
     """The workload a manifest scales: its target in ``metadata.namespace``, in the cluster named by
-    annotation ``tandem.dev/cluster`` (else ``default_cluster``) - CONTRACT.md section 5."""
+    annotation ``tandem.dev/cluster`` (else ``default_cluster``) - docs/contract.md §5."""
     if not isinstance(manifest, Mapping):
         raise InvalidPolicy("policy", "expected a manifest object")
     meta = manifest.get("metadata") or {}

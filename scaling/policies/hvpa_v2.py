@@ -289,7 +289,7 @@ def _intervals(manifest: Mapping[str, Any], min_replicas: int) -> tuple[ScaleInt
 
 
 def parse_hvpa_v2(manifest: Mapping[str, Any], workload: WorkloadRef) -> HvpaV2Policy:
-    """Parse an ``autoscaling.gardener.cloud/v1alpha1`` Hvpa (CONTRACT.md section 5).
+    """Parse an ``autoscaling.gardener.cloud/v1alpha1`` Hvpa (docs/contract.md §5).
 
     Everything that would make the upstream controller error out or divide by zero at reconcile
     time is rejected here instead, naming the field, so a bad manifest is the user's first error.

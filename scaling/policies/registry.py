@@ -1,4 +1,4 @@
-"""The policy kinds tandem knows: one descriptor per kind and API group (CONTRACT.md section 5).
+"""The policy kinds tandem knows: one descriptor per kind and API group (docs/contract.md §5).
 
 Each built-in kind registers itself when its module is imported (``scaling.policies`` imports them
 all); a new kind is one module that builds a :class:`PolicyKind` and calls :func:`register`.

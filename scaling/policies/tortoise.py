@@ -6,7 +6,7 @@ writes to the HPA and, through its pod webhook, to the pods comes back as an :cl
 (``hpa`` min/max/target utilization, container requests and limits).  ``updateMode: Off`` (and
 Tortoise's "effectively Off": ``GlobalDisableMode``, ``ExcludedNamespaces``) is a dry run.
 
-The algorithms follow Tortoise's code as paraphrased in ``reference/tortoise.md`` (section
+The algorithms follow Tortoise's code (see docs/tortoise.md,
 numbers in comments), except the min/max replica history, which follows the seed's four-week
 rule (``scaling.history``).  Every other choice where tandem differs, or where Tortoise's
 behaviour had to be mapped onto tandem's event-time model, is listed in ``docs/tortoise.md``.

@@ -1,4 +1,4 @@
-"""ARCHITECTURE invariant 4: per-workload state is a plain serialisable value of bounded size."""
+"""docs/architecture.md invariant 4: per-workload state is a plain serialisable value of bounded size."""
 
 from __future__ import annotations
 

@@ -286,7 +286,7 @@ def initial_state_seen(r: Running) -> bool:
 
 
 class Worker:
-    """``tandem worker`` in a subprocess (options by environment: CONTRACT.md section 7)."""
+    """``tandem worker`` in a subprocess (options by environment: docs/contract.md §7)."""
 
     def __init__(self, tmp: Path, broker: str, prefix: str) -> None:
         self.log = tmp / "worker.log"

@@ -1,6 +1,6 @@
 """Reference ``hpa-vpa-customhpa.md`` 1.10 (HPA vectors) through ``tandem replay`` end to end.
 
-Each vector's inputs are written as contract events (CONTRACT.md section 3): a ``workload`` event
+Each vector's inputs are written as contract events (docs/contract.md §3): a ``workload`` event
 (replicas, container requests and, where the vector needs readiness or phase, ``pods``), ``metric``
 events with container samples or named series, and an Hvpa (released API) manifest whose
 ``spec.hpa.template.spec`` carries the vector's bounds, metrics and behavior.  No cluster sends

@@ -48,7 +48,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- $c -}}
 {{- end -}}
 
-{{/* The environment every tandem process reads (CONTRACT.md section 7: TANDEM_<OPTION>). */}}
+{{/* The environment every tandem process reads (docs/contract.md §7: TANDEM_<OPTION>). */}}
 {{- define "tandem.env" -}}
 - name: TANDEM_BROKER
   value: {{ .Values.broker | quote }}
