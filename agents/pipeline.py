@@ -139,6 +139,12 @@ class Pipeline:
         #: No silent stall (issue #18): inputs with lag and no progress are logged, gauged, unready.
         self.stalls = StallWatch(settings.stall_timeout, settings.stall_exit)
         self._stalled_logged: set[tuple[str, int]] = set()
+        #: The broker's end offsets of the assigned inputs, asked every ``stall_timeout / 3`` s: an
+        #: input paused before its first fetch has no high watermark in the consumer, and that is
+        #: exactly the paused-after-rebalance shape of a stall; without these it would go unseen.
+        self._ends: dict[tuple[str, int], int] = {}
+        self._ends_task: asyncio.Future[None] | None = None
+        self._ends_at = 0.0
         #: Fault injection for the stall tests only: ``TANDEM_FAULT_FREEZE_INPUT=hpa`` keeps that input
         #: type paused in aiokafka behind the merge's back, the shape of the stall issue #18 describes.
         self._freeze = os.environ.get("TANDEM_FAULT_FREEZE_INPUT") or None
@@ -229,6 +235,7 @@ class Pipeline:
         async with self.lock:
             self.generation += 1
             self.need_reload = True
+            self._ends = {}
             self.merger.reset()
             self.assigned = set()
             await self.app.producer.flush()
@@ -236,6 +243,7 @@ class Pipeline:
     async def on_assigned(self, sender: Any, assigned: Iterable[TP], **kwargs: Any) -> None:
         self.generation += 1
         self.need_reload = True
+        self._ends = {}
         parts = sorted({tp.partition for tp in assigned if tp.topic in self.kind_of_topic})
         log.info("tandem worker: assigned partitions %s", parts)
 
@@ -314,8 +322,12 @@ class Pipeline:
         if not self.starts_known and not self.need_reload and self._starts_task is None:
             # In the background: asking the broker for log start offsets can take a second.
             self._starts_task = asyncio.ensure_future(self._learn_starts(self.generation))
+        now = time.monotonic()
+        if self._ends_task is None and now - self._ends_at >= self.stalls.stall_timeout / 3:
+            self._ends_at = now
+            self._ends_task = asyncio.ensure_future(self._learn_ends(self.generation))
         # Before the lock: an agent that holds it forever is exactly the stall to report.
-        self._watch_stalls(time.monotonic())
+        self._watch_stalls(now)
         if self.lock.locked():
             return  # the agent is busy: it releases what it can itself, and nothing is idle
         async with self.lock:
@@ -351,8 +363,12 @@ class Pipeline:
         for p in self.assigned:
             clock = self.merger.clocks.get(p)
             for kind, hw in self._highwaters(p).items():
+                tp = (self.topic_of_kind[kind], p)
                 pos = clock.sources[kind].position if clock is not None else None
-                inputs[(self.topic_of_kind[kind], p)] = (pos, hw)
+                end = self._ends.get(tp)
+                if end is not None and (hw is None or end > hw):
+                    hw = end  # the consumer's is older, or unknown (never fetched since assigned)
+                inputs[tp] = (pos, hw)
         stalled, must_exit = self.stalls.check(now, inputs)
         current = {(s.topic, s.partition): s for s in stalled}
         for tp, s in current.items():
@@ -422,6 +438,18 @@ class Pipeline:
             log.warning("tandem worker: cannot read start offsets: %r", exc)
         finally:
             self._starts_task = None
+
+    async def _learn_ends(self, generation: int) -> None:
+        """Ask the broker for the end offsets of the assigned inputs (for the stall watch only)."""
+        try:
+            tps = [TP(self.topic_of_kind[k], p) for p in self.assigned for k in KINDS]
+            ends = await self.app.consumer.highwaters(*tps) if tps else {}
+            if generation == self.generation:
+                self._ends = {(tp.topic, tp.partition): off for tp, off in ends.items() if off is not None}
+        except Exception as exc:  # asked again by a later timer round
+            log.warning("tandem worker: cannot read end offsets: %r", exc)
+        finally:
+            self._ends_task = None
 
     async def _start_offsets(self, *, use_log_start: bool = True) -> tuple[dict[TP, int], list[TP]]:
         """Where consumption of each input topic-partition started: its committed offset, else its start.

@@ -2,7 +2,8 @@
 
 The stall is provoked on purpose on the real broker: ``TANDEM_FAULT_FREEZE_INPUT`` keeps one input
 topic-partition paused in aiokafka behind the merge's back, which is the shape of the known
-paused-after-rebalance defect.
+paused-after-rebalance defect.  The input is paused before its first fetch, so the consumer never
+learns its high watermark: the worker must ask the broker for end offsets to see the stall at all.
 """
 
 from __future__ import annotations
