@@ -56,7 +56,7 @@ from scaling.errors import InvalidEvent
 from scaling.events import decode_event
 from schemas.codec import encode, loads
 from streams.merge import KINDS, Merger, Output, Rejected, Slot, check_routing, tombstone
-from streams.topics import TOPIC_OF_TYPE, topic_name
+from streams.topics import TOPIC_OF_TYPE, actuator_topic, topic_name
 
 __all__ = ["Pipeline", "deadletter_record", "install"]
 
@@ -132,6 +132,9 @@ class Pipeline:
         self.topic_of_kind = {k: t for t, k in self.kind_of_topic.items()}
         self.t_audit = topic_name(prefix, "audit")
         self.t_actuator = topic_name(prefix, "actuator")
+        #: streams.signing: input authentication and decision signatures (None: off).
+        self.keyring = settings.input_keyring
+        self.signer = settings.decision_signer
         self.t_deadletter = topic_name(prefix, "deadletter")
         self.t_recommendation = {"hpa": topic_name(prefix, "hpa"), "vpa": topic_name(prefix, "vpa")}
         self.merger = Merger(settings.core)
@@ -284,6 +287,8 @@ class Pipeline:
                             continue
                         event = decode_event(raw)
                     check_routing(kind, msg.key, event)
+                    if self.keyring is not None:  # may the writer speak for this cluster? (InvalidEvent if not)
+                        self.keyring.verify(kind, msg.key, value, msg.headers, event.workload.cluster)
                     if offer(partition, kind, msg.offset, raw, event, now):
                         acc = accepted.get(kind)
                         if acc is None:
@@ -574,7 +579,11 @@ class Pipeline:
             if kind == "audit":
                 futures.append(await send(self.t_audit, k, value, None, None, None))
                 if ev["type"] == DECISION and not ev["data"].get("dry_run"):
-                    futures.append(await send(self.t_actuator, k, value, None, None, None))
+                    actuator = actuator_topic(
+                        self.settings.prefix, key.split("/", 1)[0], self.settings.actuator_clusters
+                    )
+                    signed = [self.signer.sign(k, value)] if self.signer is not None else None
+                    futures.append(await send(actuator, k, value, None, None, signed))
                     self.stats["decisions"] += 1
                 self.stats["audit"] += 1
             elif kind in self.t_recommendation:

@@ -10,12 +10,14 @@ import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from scaling.settings import Settings
 from streams.inputs import load_core_settings
 from streams.security import security_from_args
 from streams.settings import (
     KafkaSettings,
+    actuator_clusters,
     add_core_options,
     add_kafka_options,
     bootstrap_servers,
@@ -24,6 +26,7 @@ from streams.settings import (
     positive_float,
     positive_int,
 )
+from streams.signing import add_worker_signing_options, worker_signing
 
 __all__ = ["WorkerSettings", "add_worker_options", "parse_worker_settings", "worker_settings"]
 
@@ -50,6 +53,9 @@ class WorkerSettings(KafkaSettings):
     stall_timeout: float = 60.0
     #: ... and after this long the worker exits non-zero (75) so that Kubernetes restarts it.
     stall_exit: float = 300.0
+    #: streams.signing: the input keyring records are checked with, the key decisions are signed with.
+    input_keyring: Any = None
+    decision_signer: Any = None
 
     @property
     def group_id(self) -> str:
@@ -111,6 +117,7 @@ def add_worker_options(p: argparse.ArgumentParser) -> None:
         default=env("stall_exit", "300"),
         help="seconds of stall after which the worker exits with status 75 so that it is restarted (default 300)",
     )
+    add_worker_signing_options(p)
 
 
 def worker_settings(args: argparse.Namespace) -> WorkerSettings:
@@ -126,6 +133,8 @@ def worker_settings(args: argparse.Namespace) -> WorkerSettings:
         replication=args.replication,
         retention_ms=args.retention_ms,
         security=security_from_args(args),
+        actuator_clusters=actuator_clusters(args),
+        **worker_signing(args),
         core=load_core_settings(args.config, args.cluster, args.sync_period),
         store=store,
         data_dir=Path(args.data_dir),

@@ -19,6 +19,7 @@ from edge.applier import run as run_applier
 from edge.kube import api_client
 from ops.observability import metrics_from_args
 from streams.settings import add_kafka_options, kafka_settings
+from streams.signing import add_decision_trust_options, decision_verifier
 
 NAME = "apply"
 HELP = "apply decisions to one cluster"
@@ -43,6 +44,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
     p.add_argument("--max-attempts", type=int, default=env("max_attempts", "6"), help="tries per decision")
     add_loglevel(p, "info")
     add_kafka_options(p)
+    add_decision_trust_options(p)
     add_edge_metrics_options(p)
     p.set_defaults(run=run)
     return p
@@ -59,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("aiokafka").setLevel(max(logging.WARNING, logging.getLogger().level))
     try:
         settings = kafka_settings(args)
+        verifier = decision_verifier(args)  # the worker keys whose decisions it applies (None: any)
         api = api_client(args.kubeconfig)  # imports the kubernetes client, only here
     except Exception as exc:
         print(f"tandem apply: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -83,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
             offset_reset=args.offset_reset,
             stop=stop,
             metrics=metrics,
+            verifier=verifier,
         )
 
     try:

@@ -18,7 +18,7 @@ from edge.collector import CollectorConfig
 from edge.collector import run as run_collector
 from edge.kube import api_client
 from ops.observability import metrics_from_args
-from streams.settings import add_kafka_options, kafka_settings
+from streams.settings import add_input_signing_options, add_kafka_options, kafka_settings
 
 NAME = "collect"
 HELP = "feed the input topics from one cluster"
@@ -38,6 +38,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
     p.add_argument("--out", default=env("out"), help="write JSON Lines here instead of publishing to Kafka")
     add_loglevel(p, "info")
     add_kafka_options(p)
+    add_input_signing_options(p)
     add_edge_metrics_options(p)
     p.set_defaults(run=run)
     return p
@@ -57,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("aiokafka").setLevel(max(logging.WARNING, logging.getLogger().level))
     try:
         settings = None if args.out else kafka_settings(args)
+        if settings is not None and settings.input_signing is not None and args.cluster not in settings.input_signing:
+            raise ValueError(f"--input-signing-keys has no key for cluster {args.cluster!r}")
         api = api_client(args.kubeconfig)  # imports the kubernetes client, only here
     except Exception as exc:
         print(f"tandem collect: {type(exc).__name__}: {exc}", file=sys.stderr)

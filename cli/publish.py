@@ -15,7 +15,7 @@ from scaling.vocabulary import EVENT_TYPES
 from streams.inputs import UsageError, load_command_inputs
 from streams.publish import messages, publish, warn_retention
 from streams.runner import ReplayStats, StrictError, read_sorted
-from streams.settings import add_kafka_options, kafka_settings
+from streams.settings import add_input_signing_options, add_kafka_options, kafka_settings
 from streams.topics import TopicMismatch, ensure_topics, list_topics
 
 NAME = "publish"
@@ -28,6 +28,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
     add_policy(p, "policy manifest file, published first (repeatable)")
     add_strict(p)
     add_kafka_options(p)
+    add_input_signing_options(p)
     add_core_options(p)
     p.set_defaults(run=run)
     return p
@@ -69,10 +70,21 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     plan = messages(settings.prefix, policies, events, first_ts)
+    if settings.input_signing is not None:
+        unsigned = sorted({k.split("/", 1)[0] for k in plan.workloads} - set(settings.input_signing))
+        if unsigned:
+            print(f"tandem publish: no input signing key for cluster(s) {', '.join(unsigned)}", file=sys.stderr)
+            return 2
 
     async def go() -> None:
-        await ensure_topics(settings)
-        warn_retention(await list_topics(settings), plan.oldest)
+        from aiokafka.errors import ClusterAuthorizationFailedError, TopicAuthorizationFailedError
+
+        try:
+            await ensure_topics(settings)
+            warn_retention(await list_topics(settings), plan.oldest)
+        except (TopicAuthorizationFailedError, ClusterAuthorizationFailedError) as exc:
+            # A publisher whose ACLs allow writing the inputs only: the topics must exist already.
+            print(f"tandem publish: cannot check or create topics ({type(exc).__name__}); writing", file=sys.stderr)
         await publish(settings, plan.items)
 
     try:

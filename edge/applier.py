@@ -171,8 +171,12 @@ class Applier:
 
     # -- entry point ----------------------------------------------------------------------------
 
-    def handle(self, value: bytes | None) -> dict[str, Any] | None:
-        """The audit CloudEvent for one actuator message, or ``None`` when it is not ours."""
+    def handle(self, value: bytes | None, refusal: str | None = None) -> dict[str, Any] | None:
+        """The audit CloudEvent for one actuator message, or ``None`` when it is not ours.
+
+        ``refusal`` (why its signature is not accepted: streams.signing) refuses a decision of this
+        cluster before anything is read or written, and audits it.
+        """
         if not value:
             return None
         try:
@@ -193,6 +197,11 @@ class Applier:
             return None
         if ref.cluster != self.config.cluster:
             return None
+        if refusal is not None:
+            result = self._result(ev, ref, self.config.dry_run, _Progress(), 0, error=f"refused: {refusal}")
+            if self.metrics is not None:
+                self._observe(ev["data"], result)
+            return result
         return self.apply(ev, ref)
 
     def apply(self, ev: Mapping[str, Any], ref: WorkloadRef) -> dict[str, Any]:
@@ -421,23 +430,28 @@ async def run(
     applier: Applier | None = None,
     ensure: bool = True,
     metrics: Any = None,
+    verifier: Any = None,
 ) -> None:
     """Consume ``<prefix>actuator`` and publish results to ``<prefix>audit`` until ``stop`` is set;
     the audit topic's blocked reports and dry runs, with the results, feed the applier's reporter.
+
+    With a ``verifier`` (streams.signing.DecisionVerifier) only decisions signed by a trusted worker
+    key, not expired, are applied; the others are refused and audited.  The topic is
+    ``<prefix>actuator.<cluster>`` when the cluster is among ``settings.actuator_clusters``.
 
     With ``metrics`` (else the ``applier``'s), the results, API calls and consumer lag are reported.
     """
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
     from schemas.codec import encode
-    from streams.topics import ensure_topics, topic_name
+    from streams.topics import actuator_topic, ensure_topics, topic_name
 
     if ensure:
         try:
             await ensure_topics(settings, strict=False)
         except Exception as exc:  # no right to create topics at the edge: they must exist already
             log.warning("could not check/create topics: %s: %s", type(exc).__name__, exc)
-    actuator = topic_name(settings.prefix, "actuator")
+    actuator = actuator_topic(settings.prefix, config.cluster, getattr(settings, "actuator_clusters", ()))
     audit = topic_name(settings.prefix, "audit")
     applier = applier or Applier(api, config, metrics=metrics)
     if metrics is not None and applier.metrics is None:
@@ -497,8 +511,14 @@ async def run(
                             _take_audit(reporter, msg.value)
                             seen[TopicPartition(tp.topic, tp.partition)] = msg.offset + 1
                             continue
+                        refusal = None
+                        if verifier is not None:
+                            try:
+                                verifier.verify(msg.key, msg.value, msg.headers)
+                            except ValueError as exc:  # DecisionRefused: no signature, forged, expired
+                                refusal = f"decision signature: {exc}"
                         try:
-                            result = await asyncio.to_thread(applier.handle, msg.value)
+                            result = await asyncio.to_thread(applier.handle, msg.value, refusal)
                         except Interrupted as exc:
                             log.warning("%s; left to the next applier", exc)
                             return

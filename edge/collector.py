@@ -146,6 +146,7 @@ class _KafkaSink:
         from streams.topics import TOPIC_OF_TYPE, topic_name
 
         self.topics = {t: topic_name(settings.prefix, s) for t, s in TOPIC_OF_TYPE.items()}
+        self.settings = settings
         self.producer = AIOKafkaProducer(**settings.client_kwargs(), acks="all", enable_idempotence=True, linger_ms=5)
 
     async def start(self) -> None:
@@ -156,10 +157,12 @@ class _KafkaSink:
 
         futures = []
         for ev in events:
-            key = "/".join(ev["workload"][f] for f in ("cluster", "namespace", "kind", "name"))
+            key = "/".join(ev["workload"][f] for f in ("cluster", "namespace", "kind", "name")).encode()
+            value = encode(ev)
+            headers = self.settings.input_headers(ev["type"], key, value)  # tandem-mac (streams.signing)
             futures.append(
                 await self.producer.send(
-                    self.topics[ev["type"]], value=encode(ev), key=key.encode(), timestamp_ms=round(ev["ts"] * 1000)
+                    self.topics[ev["type"]], value=value, key=key, timestamp_ms=round(ev["ts"] * 1000), headers=headers
                 )
             )
         if futures:

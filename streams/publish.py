@@ -66,8 +66,13 @@ class _Progress:
 async def publish(
     settings: KafkaSettings, messages: Sequence[tuple[str, bytes, bytes, int]], err: IO[str] | None = None
 ) -> None:
-    """Send ``(topic, key, value, timestamp_ms)`` in order and wait for every acknowledgement."""
+    """Send ``(topic, key, value, timestamp_ms)`` in order and wait for every acknowledgement.
+
+    With ``settings.input_signing`` each record carries its cluster's ``tandem-mac`` header.
+    """
     from aiokafka import AIOKafkaProducer
+
+    kind_of = {topic_name(settings.prefix, s): t for t, s in TOPIC_OF_TYPE.items()}
 
     err = err if err is not None else sys.stderr
     progress = _Progress(err, len(messages))
@@ -82,7 +87,8 @@ async def publish(
     try:
         pending: list[Any] = []
         for i, (topic, key, value, ts_ms) in enumerate(messages, 1):
-            pending.append(await producer.send(topic, value=value, key=key, timestamp_ms=ts_ms))
+            headers = settings.input_headers(kind_of[topic], key, value) if settings.input_signing else None
+            pending.append(await producer.send(topic, value=value, key=key, timestamp_ms=ts_ms, headers=headers))
             if len(pending) >= _CHUNK:
                 await asyncio.gather(*pending)
                 pending.clear()

@@ -37,6 +37,11 @@ variable                   default                               meaning
 
 How a client authenticates and encrypts (``TANDEM_SECURITY_PROTOCOL``, ``TANDEM_SASL_*``,
 ``TANDEM_SSL_*``) is :mod:`streams.security`'s; every command that takes these options takes those.
+``TANDEM_ACTUATOR_CLUSTERS`` (``--actuator-clusters a,b``) gives those clusters their own actuator
+topic ``<prefix>actuator.<cluster>``, which Kafka ACLs can grant to one applier each (the worker, the
+applier and ``tandem topics`` must be given the same list); the other clusters' decisions stay on
+``<prefix>actuator``.  ``TANDEM_INPUT_SIGNING_KEYS`` (``--input-signing-keys FILE``, the commands that
+write inputs) signs every input record with its cluster's key (:mod:`streams.signing`).
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streams.security import KafkaSecurity, add_security_options, security_from_args
+from streams.signing import InputKey, load_input_keys, sign_input
 
 __all__ = [
     "DEFAULT_BROKER",
@@ -107,6 +113,10 @@ class KafkaSettings:
     retention_ms: int | None = None
     #: TLS and SASL of every Kafka client (streams.security); PLAINTEXT by default.
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
+    #: Clusters whose decisions go to their own topic ``<prefix>actuator.<cluster>`` (opt-in).
+    actuator_clusters: tuple[str, ...] = ()
+    #: cluster -> the key that signs the input records written for it (streams.signing); None: unsigned.
+    input_signing: Mapping[str, InputKey] | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -115,6 +125,19 @@ class KafkaSettings:
     @property
     def faust_broker(self) -> str:
         return _faust_broker(self.broker)
+
+    def input_headers(self, kind: str, key: bytes | None, value: bytes | None) -> list[tuple[str, bytes]] | None:
+        """The ``tandem-mac`` header of an input record of ``kind`` (None when inputs are not signed).
+
+        The record's cluster is its key's first part; a cluster without a key is a ValueError.
+        """
+        if self.input_signing is None:
+            return None
+        cluster = (key or b"").split(b"/", 1)[0].decode("utf-8", "replace")
+        signing = self.input_signing.get(cluster)
+        if signing is None:
+            raise ValueError(f"no input signing key for cluster {cluster!r} (--input-signing-keys)")
+        return [sign_input(signing, kind, key, value)]
 
     def client_kwargs(self) -> dict[str, Any]:
         """``bootstrap_servers`` and the security arguments of an aiokafka producer, consumer or admin client."""
@@ -162,7 +185,23 @@ def add_kafka_options(p: argparse.ArgumentParser) -> None:
         "docs/contract.md §2; -1 keeps everything, which recordings from the past need "
         "(env TANDEM_RETENTION_MS)",
     )
+    p.add_argument(
+        "--actuator-clusters",
+        default=env("actuator_clusters", ""),
+        help="comma-separated clusters whose decisions go to their own topic <prefix>actuator.<cluster> "
+        "(env TANDEM_ACTUATOR_CLUSTERS; give the worker, the appliers and `tandem topics` the same list)",
+    )
     add_security_options(p)
+
+
+def add_input_signing_options(p: argparse.ArgumentParser) -> None:
+    """``--input-signing-keys``: for the commands that write input records (collect, publish)."""
+    p.add_argument(
+        "--input-signing-keys",
+        default=env("input_signing_keys"),
+        help="file of lines 'KEY_ID CLUSTER SECRET': sign each input record with the first key of its "
+        "cluster (env TANDEM_INPUT_SIGNING_KEYS; the worker checks them with --input-keys)",
+    )
 
 
 def add_core_options(p: argparse.ArgumentParser) -> None:
@@ -174,5 +213,32 @@ def add_core_options(p: argparse.ArgumentParser) -> None:
 def kafka_settings(args: argparse.Namespace) -> KafkaSettings:
     bootstrap_servers(args.broker)  # validate early
     return KafkaSettings(
-        args.broker, args.topic_prefix, args.partitions, args.replication, args.retention_ms, security_from_args(args)
+        args.broker,
+        args.topic_prefix,
+        args.partitions,
+        args.replication,
+        args.retention_ms,
+        security_from_args(args),
+        actuator_clusters(args),
+        input_signing(args),
     )
+
+
+def actuator_clusters(args: argparse.Namespace) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(c.strip() for c in str(getattr(args, "actuator_clusters", "") or "").split(",")))
+    names = tuple(n for n in names if n)
+    for n in names:
+        if "/" in n or not n.isprintable() or " " in n:
+            raise ValueError(f"--actuator-clusters: {n!r} is not a cluster name")
+    return names
+
+
+def input_signing(args: argparse.Namespace) -> dict[str, InputKey] | None:
+    """cluster -> its first key in ``--input-signing-keys`` (the newest key is listed first)."""
+    path = getattr(args, "input_signing_keys", None)
+    if not path:
+        return None
+    by_cluster: dict[str, InputKey] = {}
+    for key in load_input_keys(path).values():
+        by_cluster.setdefault(key.cluster, key)
+    return by_cluster

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,7 @@ __all__ = [
     "TOPIC_OF_TYPE",
     "TopicMismatch",
     "TopicSpec",
+    "actuator_topic",
     "ensure_topics",
     "list_topics",
     "topic_name",
@@ -64,6 +66,15 @@ def topic_name(prefix: str, suffix: str) -> str:
     return f"{prefix}{suffix}"
 
 
+def actuator_topic(prefix: str, cluster: str, own_topic_clusters: Collection[str] = ()) -> str:
+    """Where decisions for ``cluster`` go: ``<prefix>actuator.<cluster>`` when that cluster has its own
+    topic (``--actuator-clusters``, so an ACL can give it to that cluster's applier alone), else
+    ``<prefix>actuator``."""
+    if cluster in own_topic_clusters:
+        return f"{prefix}actuator.{cluster}"
+    return topic_name(prefix, "actuator")
+
+
 @dataclass(frozen=True)
 class TopicSpec:
     suffix: str
@@ -75,11 +86,17 @@ class TopicSpec:
         return self.configs["cleanup.policy"]
 
 
-def topic_specs(prefix: str, retention_ms: int | None = None) -> list[TopicSpec]:
-    """The topics of section 2; ``retention_ms`` replaces the time retention of the non-compacted ones."""
+def topic_specs(prefix: str, retention_ms: int | None = None, actuator_clusters: Sequence[str] = ()) -> list[TopicSpec]:
+    """The topics of section 2; ``retention_ms`` replaces the time retention of the non-compacted ones.
+
+    ``actuator_clusters`` adds one actuator topic ``actuator.<cluster>`` per cluster (same settings).
+    """
     specs = []
-    for suffix in (*INPUT_TOPICS, *OUTPUT_TOPICS):
-        if suffix in COMPACTED:
+    for suffix in (*INPUT_TOPICS, *OUTPUT_TOPICS, *(f"actuator.{c}" for c in actuator_clusters)):
+        if suffix.startswith("actuator."):
+            ms = RETENTION_MS["actuator"] if retention_ms is None else retention_ms
+            configs = {"cleanup.policy": "delete", "retention.ms": str(ms)}
+        elif suffix in COMPACTED:
             configs = {"cleanup.policy": "compact"}
         else:
             ms = RETENTION_MS[suffix] if retention_ms is None else retention_ms
@@ -107,7 +124,7 @@ async def ensure_topics(settings: KafkaSettings, *, timeout: float = 30.0, stric
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
     from aiokafka.errors import TopicAlreadyExistsError, for_code
 
-    specs = topic_specs(settings.prefix, settings.retention_ms)
+    specs = topic_specs(settings.prefix, settings.retention_ms, settings.actuator_clusters)
     wanted = {s.name: s for s in specs}
     admin = AIOKafkaAdminClient(**settings.client_kwargs(), request_timeout_ms=int(timeout * 1000))
     await admin.start()
@@ -162,7 +179,7 @@ async def list_topics(settings: KafkaSettings) -> list[dict[str, Any]]:
     from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-    specs = topic_specs(settings.prefix, settings.retention_ms)
+    specs = topic_specs(settings.prefix, settings.retention_ms, settings.actuator_clusters)
     admin = AIOKafkaAdminClient(**settings.client_kwargs())
     await admin.start()
     try:
