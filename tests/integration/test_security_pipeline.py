@@ -427,3 +427,112 @@ def test_decisions_keep_their_bytes_whatever_the_signature(install: Install, wor
     }
     assert ids and ids <= audit_ids
     assert all(header(r.headers, DECISION_HEADER) for r in records(admin, f"{install.prefix}actuator.a"))
+
+
+@pytest.mark.kube
+def test_applier_refuses_decisions_without_the_workers_signature_and_nothing_changes(
+    install: Install, kube_apiserver: str, kube_namespace: str
+) -> None:
+    """A principal that may write cluster a's actuator topic but holds no worker key cannot make the
+    applier act: unsigned, rogue-signed and expired decisions are refused and audited, no write reaches
+    the real kube-apiserver; the same change signed by the worker is applied."""
+    import threading
+    import time
+
+    from edge.applier import ApplierConfig, run
+    from edge.kube import DEPLOYMENTS, api_client
+    from scaling.cloudevents import APPLIED, APPLY_FAILED
+    from streams.signing import DecisionSigner
+    from tests.integration.test_applier_kube import (
+        HVPA_V1,
+        create,
+        decision,
+        deployment,
+        hvpa,
+        impersonating,
+        install_crds,
+        install_rbac,
+        read,
+    )
+
+    inst, ns = install, kube_namespace
+    admin_api = api_client(kube_apiserver)
+    install_crds(admin_api, ns)
+    install_rbac(admin_api)
+    create(admin_api, DEPLOYMENTS, ns, deployment("web"))
+    create(admin_api, HVPA_V1, ns, hvpa("web", "web"))
+    before = read(admin_api, DEPLOYMENTS, ns, "web")
+
+    change = decision(ns, "web", cluster="a", replicas={"from": 2, "to": 4})  # a well-formed decision (id = hash)
+    rogue_signer = DecisionSigner(Ed25519PrivateKey.generate(), 600)
+    stale_signer = DecisionSigner(inst.worker_key, 60, clock=lambda: time.time() - 3600)
+    value, key = orjson.dumps(change), change["subject"].encode()
+    topic = f"{inst.prefix}actuator.a"
+
+    async def write(user: str, headers: list[tuple[str, bytes]] | None) -> None:
+        producer = AIOKafkaProducer(**inst.settings(user).client_kwargs(), acks="all")
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, value, key=key, headers=headers)
+        finally:
+            await producer.stop()
+
+    run_sync(write("rogue", None))
+    run_sync(write("rogue", [rogue_signer.sign(key, value)]))
+    run_sync(write("rogue", [stale_signer.sign(key, value)]))  # a worker-signed decision replayed too late
+
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def applier() -> None:
+        try:
+            asyncio.run(
+                run(
+                    inst.settings("applier-a"),
+                    ApplierConfig("a", backoff_base=0.05),
+                    impersonating(kube_apiserver, "tandem-applier"),
+                    group_id="tandem-applier-a",
+                    offset_reset="earliest",
+                    stop=stop,
+                    ensure=False,
+                    verifier=DecisionVerifier([inst.worker_key.public_key()]),
+                )
+            )
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=applier, name="applier-a", daemon=True)
+    thread.start()
+    auditor = inst.settings("auditor")
+    try:
+
+        def results(n: int) -> list[dict[str, Any]] | None:
+            if errors:
+                raise errors[0]
+            got = [orjson.loads(r.value) for r in records(auditor, f"{inst.prefix}audit")]
+            mine = [e for e in got if e["data"].get("decision") == change["id"]]
+            return mine if len(mine) >= n else None
+
+        refused = wait_for(lambda: results(3), 120, interval=0.5, message="3 refusals audited")
+        assert [e["type"] for e in refused] == [APPLY_FAILED] * 3
+        errors_seen = [e["data"]["error"] for e in refused]
+        assert errors_seen[0] == (
+            "refused: decision signature: no tandem-signature header (the applier accepts signed decisions only)"
+        )
+        assert errors_seen[1] == (
+            f"refused: decision signature: signed by key '{rogue_signer.key_id}', which this applier does not trust"
+        )
+        assert errors_seen[2].startswith("refused: decision signature: the signature expired ")
+        assert all(e["data"]["patched"] == [] for e in refused)
+        after = read(admin_api, DEPLOYMENTS, ns, "web")
+        assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]  # not one write
+        assert after["spec"]["replicas"] == 2
+
+        # The same change, signed by the worker's key now: applied.
+        run_sync(write("worker", [DecisionSigner(inst.worker_key, 600).sign(key, value)]))
+        applied = wait_for(lambda: results(4), 120, interval=0.5, message="the signed decision's result")[3]
+        assert applied["type"] == APPLIED, applied
+        assert read(admin_api, DEPLOYMENTS, ns, "web")["spec"]["replicas"] == 4
+    finally:
+        stop.set()
+        thread.join(30)

@@ -109,3 +109,91 @@ readinessProbe:
   httpGet: {path: /readyz, port: metrics}
   {{- toYaml .readiness | nindent 2 }}
 {{- end -}}
+
+{{/* Kafka security and record signing of one component (streams/security.py, streams/signing.py):
+     pass (dict "ctx" $ "component" "worker"|"collector"|"applier"). Secrets are mounted as files,
+     never put in the environment: TANDEM_SASL_PASSWORD_FILE and the key files point at them. */}}
+{{- define "tandem.securityUser" -}}
+{{- $s := .ctx.Values.kafkaSecurity -}}
+{{- $u := index $s .component -}}
+{{- if $u.username -}}{{ $u.username }}{{- else if eq .component "worker" -}}worker{{- else -}}{{ printf "%s-%s" .component .ctx.Values.edge.cluster }}{{- end -}}
+{{- end -}}
+
+{{- define "tandem.securityEnv" -}}
+{{- $s := .ctx.Values.kafkaSecurity -}}
+{{- $sig := .ctx.Values.signing -}}
+{{- $u := index $s .component -}}
+{{- if and $s.protocol (ne $s.protocol "PLAINTEXT") }}
+- name: TANDEM_SECURITY_PROTOCOL
+  value: {{ $s.protocol | quote }}
+{{- if $s.caSecret }}
+- name: TANDEM_SSL_CAFILE
+  value: /etc/tandem/kafka-ca/ca.crt
+{{- end }}
+{{- if hasPrefix "SASL" $s.protocol }}
+- name: TANDEM_SASL_MECHANISM
+  value: {{ $s.saslMechanism | quote }}
+- name: TANDEM_SASL_USERNAME
+  value: {{ include "tandem.securityUser" . | quote }}
+- name: TANDEM_SASL_PASSWORD_FILE
+  value: /etc/tandem/kafka-user/password
+{{- end }}
+{{- end }}
+{{- with $s.actuatorClusters }}
+- name: TANDEM_ACTUATOR_CLUSTERS
+  value: {{ join "," . | quote }}
+{{- end }}
+{{- if and (eq .component "worker") $sig.inputKeysSecret }}
+- name: TANDEM_INPUT_KEYS
+  value: /etc/tandem/input-keys/keys
+{{- end }}
+{{- if and (eq .component "worker") $sig.decisionKeySecret }}
+- name: TANDEM_DECISION_SIGNING_KEY
+  value: /etc/tandem/decision-key/decision.key
+- name: TANDEM_DECISION_TTL
+  value: {{ $sig.decisionTtl | quote }}
+{{- end }}
+{{- if and (eq .component "collector") $sig.inputSigningKeySecret }}
+- name: TANDEM_INPUT_SIGNING_KEYS
+  value: /etc/tandem/input-keys/keys
+{{- end }}
+{{- if and (eq .component "applier") $sig.trustedDecisionKeysSecret }}
+- name: TANDEM_TRUSTED_DECISION_KEYS
+  value: /etc/tandem/decision-key/decision.pub
+{{- end }}
+{{- end -}}
+
+{{/* [mount path, secret name] pairs of one component */}}
+{{- define "tandem.securitySecrets" -}}
+{{- $s := .ctx.Values.kafkaSecurity -}}
+{{- $sig := .ctx.Values.signing -}}
+{{- $u := index $s .component -}}
+{{- $out := list -}}
+{{- if and $s.protocol (ne $s.protocol "PLAINTEXT") $s.caSecret -}}{{- $out = append $out (list "kafka-ca" $s.caSecret) -}}{{- end -}}
+{{- if and (hasPrefix "SASL" (default "" $s.protocol)) -}}
+{{- $pw := required (printf "kafkaSecurity.%s.passwordSecret is required with a SASL protocol" .component) $u.passwordSecret -}}
+{{- $out = append $out (list "kafka-user" $pw) -}}
+{{- end -}}
+{{- if and (eq .component "worker") $sig.inputKeysSecret -}}{{- $out = append $out (list "input-keys" $sig.inputKeysSecret) -}}{{- end -}}
+{{- if and (eq .component "worker") $sig.decisionKeySecret -}}{{- $out = append $out (list "decision-key" $sig.decisionKeySecret) -}}{{- end -}}
+{{- if and (eq .component "collector") $sig.inputSigningKeySecret -}}{{- $out = append $out (list "input-keys" $sig.inputSigningKeySecret) -}}{{- end -}}
+{{- if and (eq .component "applier") $sig.trustedDecisionKeysSecret -}}{{- $out = append $out (list "decision-key" $sig.trustedDecisionKeysSecret) -}}{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{- define "tandem.securityMounts" -}}
+{{- range (include "tandem.securitySecrets" . | fromJsonArray) }}
+- name: {{ index . 0 }}
+  mountPath: /etc/tandem/{{ index . 0 }}
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "tandem.securityVolumes" -}}
+{{- range (include "tandem.securitySecrets" . | fromJsonArray) }}
+- name: {{ index . 0 }}
+  secret:
+    secretName: {{ index . 1 }}
+    defaultMode: 0400
+{{- end }}
+{{- end -}}
