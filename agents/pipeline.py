@@ -51,7 +51,7 @@ from faust.types import TP
 
 from agents.settings import WorkerSettings
 from agents.stall import StallWatch
-from scaling.cloudevents import DECISION
+from scaling.cloudevents import BLOCKED, DECISION
 from scaling.errors import InvalidEvent
 from scaling.events import decode_event
 from schemas.codec import encode, loads
@@ -59,6 +59,10 @@ from streams.merge import KINDS, Merger, Output, Rejected, Slot, check_routing, 
 from streams.topics import TOPIC_OF_TYPE, actuator_topic, topic_name
 
 __all__ = ["Pipeline", "deadletter_record", "install"]
+
+#: Audit event types an applier only reports (policy status, Events), never applies; a dry-run
+#: decision is one too (its ``dry_run`` flag says so).
+STATUS_ONLY = frozenset({BLOCKED, DECISION})
 
 #: Seconds after an assignment during which a missing committed offset is asked for again rather
 #: than taken for "never committed" (see :meth:`Pipeline._learn_starts`).
@@ -578,13 +582,17 @@ class Pipeline:
             value = encode(ev)
             if kind == "audit":
                 futures.append(await send(self.t_audit, k, value, None, None, None))
-                if ev["type"] == DECISION and not ev["data"].get("dry_run"):
-                    actuator = actuator_topic(
-                        self.settings.prefix, key.split("/", 1)[0], self.settings.actuator_clusters
-                    )
+                applied = ev["type"] == DECISION and not ev["data"].get("dry_run")
+                cluster = key.split("/", 1)[0]
+                # A cluster with its own actuator topic also gets there what its applier shows in the
+                # policy status (blocked reports, dry-run decisions), so that its principal needs no
+                # right on the audit topic, which carries every cluster's explanations (docs/operating.md).
+                if applied or (cluster in self.settings.actuator_clusters and ev["type"] in STATUS_ONLY):
+                    actuator = actuator_topic(self.settings.prefix, cluster, self.settings.actuator_clusters)
                     signed = [self.signer.sign(k, value)] if self.signer is not None else None
                     futures.append(await send(actuator, k, value, None, None, signed))
-                    self.stats["decisions"] += 1
+                    if applied:
+                        self.stats["decisions"] += 1
                 self.stats["audit"] += 1
             elif kind in self.t_recommendation:
                 futures.append(await send(self.t_recommendation[kind], k, value, None, None, None))

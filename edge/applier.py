@@ -84,7 +84,7 @@ from edge.checks import (
 from edge.kube import HPAS, WORKLOAD_RESOURCES, KubeError, list_objects, policy_resources, request
 from edge.reporter import Reporter
 from edge.retry import start_retrying
-from scaling.cloudevents import APPLIED, APPLY_FAILED, DECISION, cloudevent, event_id
+from scaling.cloudevents import APPLIED, APPLY_FAILED, BLOCKED, DECISION, cloudevent, event_id
 from scaling.errors import InvalidEvent, InvalidPolicy
 from scaling.events import WorkloadRef, decode_workload_ref
 from scaling.policies import parse_policy
@@ -451,8 +451,12 @@ async def run(
             await ensure_topics(settings, strict=False)
         except Exception as exc:  # no right to create topics at the edge: they must exist already
             log.warning("could not check/create topics: %s: %s", type(exc).__name__, exc)
+    own_topic = config.cluster in getattr(settings, "actuator_clusters", ())
     actuator = actuator_topic(settings.prefix, config.cluster, getattr(settings, "actuator_clusters", ()))
     audit = topic_name(settings.prefix, "audit")
+    # A cluster with its own actuator topic finds its blocked reports and dry runs there too (the
+    # worker puts them there), so its principal needs no read right on the audit topic.
+    topics = (actuator,) if own_topic else (actuator, audit)
     applier = applier or Applier(api, config, metrics=metrics)
     if metrics is not None and applier.metrics is None:
         applier.metrics = metrics
@@ -467,8 +471,7 @@ async def run(
     # dry-run decisions, which only the policy status and the Events show (docs/edge.md).
     async def start_consumer() -> Any:
         consumer = AIOKafkaConsumer(
-            actuator,
-            audit,
+            *topics,
             **settings.client_kwargs(),
             group_id=group_id or f"tandem-applier-{config.cluster}",
             enable_auto_commit=False,
@@ -517,6 +520,15 @@ async def run(
                                 verifier.verify(msg.key, msg.value, msg.headers)
                             except ValueError as exc:  # DecisionRefused: no signature, forged, expired
                                 refusal = f"decision signature: {exc}"
+                        if own_topic and _status_only(msg.value):
+                            # A blocked report or dry run on the cluster's own topic: status, not a write.
+                            if refusal is None:
+                                _take_audit(reporter, msg.value)
+                            else:
+                                log.warning("%s: status report ignored: %s", msg.key, refusal)
+                            # Committed in order with the decisions of the same partition.
+                            await consumer.commit({TopicPartition(tp.topic, tp.partition): msg.offset + 1})
+                            continue
                         try:
                             result = await asyncio.to_thread(applier.handle, msg.value, refusal)
                         except Interrupted as exc:
@@ -545,6 +557,20 @@ async def run(
             await consumer.stop()
     finally:
         await producer.stop()
+
+
+def _status_only(value: bytes | None) -> bool:
+    """A blocked report or a dry-run decision: for the policy status and Events, never applied."""
+    try:
+        ev = orjson.loads(value) if value else None
+    except orjson.JSONDecodeError:
+        return False  # not a CloudEvent: the applier's handling refuses and audits it
+    if not isinstance(ev, dict):
+        return False
+    data = ev.get("data")
+    return ev.get("type") == BLOCKED or (
+        ev.get("type") == DECISION and isinstance(data, dict) and bool(data.get("dry_run"))
+    )
 
 
 def _take_audit(reporter: Reporter, value: bytes | None) -> None:

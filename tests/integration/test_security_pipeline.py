@@ -27,6 +27,7 @@ from aiokafka.errors import KafkaError, TopicAuthorizationFailedError
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 
+from scaling.cloudevents import BLOCKED, DECISION
 from streams.security import KafkaSecurity, Secret
 from streams.settings import KafkaSettings
 from streams.signing import DECISION_HEADER, INPUT_HEADER, DecisionVerifier, InputKey, header, sign_input
@@ -321,6 +322,7 @@ def test_worker_decides_per_cluster_topic_signs_and_dead_letters_what_collector_
     inst = install
     admin = inst.settings("admin")
     verifier = DecisionVerifier([inst.worker_key.public_key()])
+    audited = [orjson.loads(r.value) for r in records(admin, f"{inst.prefix}audit")]
     for cluster in CLUSTERS:
         decisions = records(admin, f"{inst.prefix}actuator.{cluster}")
         assert decisions
@@ -328,6 +330,12 @@ def test_worker_decides_per_cluster_topic_signs_and_dead_letters_what_collector_
             ev = orjson.loads(r.value)
             assert ev["data"]["workload"]["cluster"] == cluster
             verifier.verify(r.key, r.value, r.headers)  # raises unless signed by the worker and not expired
+        # The cluster's topic carries exactly its applied decisions, blocked reports and dry runs
+        # (what its applier acts on or shows in the status), so the applier needs no audit right.
+        expected = sorted(
+            e["id"] for e in audited if e["type"] in (DECISION, BLOCKED) and e["subject"].startswith(f"{cluster}/")
+        )
+        assert sorted(orjson.loads(r.value)["id"] for r in decisions) == expected
     assert records(admin, f"{inst.prefix}actuator") == []  # nothing on the shared topic
 
     dead = [orjson.loads(r.value) for r in records(admin, f"{inst.prefix}deadletter")]
@@ -389,6 +397,9 @@ def test_applier_a_reads_its_own_decisions_and_not_cluster_bs(install: Install, 
     assert run_sync(_topic_errors(applier_a, f"{inst.prefix}actuator.b")) == TopicAuthorizationFailedError.errno
     got = run_sync(_subscribe_error(applier_a, f"{inst.prefix}actuator.b", "tandem-applier-a"))
     assert isinstance(got, TopicAuthorizationFailedError), got
+    # Nor the audit topic, which holds every cluster's explanations: its status feed is its own topic.
+    got = run_sync(_subscribe_error(applier_a, f"{inst.prefix}audit", "tandem-applier-a"))
+    assert isinstance(got, TopicAuthorizationFailedError), got
 
 
 def test_collector_a_cannot_read_anything_nor_write_decisions(install: Install) -> None:
@@ -423,7 +434,7 @@ def test_decisions_keep_their_bytes_whatever_the_signature(install: Install, wor
     audit_ids = {
         e["id"]
         for e in (orjson.loads(r.value) for r in records(admin, f"{install.prefix}audit"))
-        if e["type"] == "dev.tandem.decision.v1"
+        if e["type"] in (DECISION, BLOCKED)
     }
     assert ids and ids <= audit_ids
     assert all(header(r.headers, DECISION_HEADER) for r in records(admin, f"{install.prefix}actuator.a"))

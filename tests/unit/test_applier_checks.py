@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from cli.options import add_edge_metrics_options
-from edge.applier import Applier, ApplierConfig
+from edge.applier import Applier, ApplierConfig, _status_only
 from edge.checks import (
     FIELD_MANAGER,
     LAST_DECISION,
@@ -544,3 +544,13 @@ def test_check_marks_lets_a_new_decision_through() -> None:
     marks = {MANAGED: "true", LAST_DECISION: "d1", LAST_TICK: "10.0"}
     assert check_marks("Deployment shop/web", marks, "d2", 20.0) is False
     assert check_marks("Deployment shop/web", {MANAGED: "true", LAST_TICK: "junk"}, "d2", 5.0) is False
+
+
+def test_blocked_reports_and_dry_runs_on_a_clusters_own_topic_are_status_only() -> None:
+    """On ``<prefix>actuator.<cluster>`` the worker also puts what the applier only shows in the status."""
+    assert _status_only(orjson.dumps({"type": "dev.tandem.blocked.v1", "data": {}}))
+    assert _status_only(orjson.dumps({"type": "dev.tandem.decision.v1", "data": {"dry_run": True}}))
+    assert not _status_only(orjson.dumps({"type": "dev.tandem.decision.v1", "data": {"dry_run": False}}))
+    assert not _status_only(orjson.dumps({"type": "dev.tandem.decision.v1", "data": {}}))
+    assert not _status_only(b"not json")  # refused and audited by the applier's own handling
+    assert not _status_only(None)
