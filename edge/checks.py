@@ -26,6 +26,7 @@ import orjson
 from scaling.cloudevents import APPLIED
 from scaling.errors import InvalidEvent, InvalidPolicy
 from scaling.events import WorkloadRef
+from scaling.hpa_metrics import METRIC_TYPES, matches
 from scaling.policies import Bounds, ContainerBounds, Policy, policy_target
 from scaling.quantity import format_quantity, parse_quantity
 
@@ -173,6 +174,12 @@ def check_decision(data: Mapping[str, Any], bounds: Bounds) -> list[str]:
             raise Refusal(f"refused: invalid decision: hpa.target_utilization.{key}.to must be a number")
         if not 1 <= util <= 100:
             errors.append(f"hpa target utilization of {key} {util} is outside 1..100")
+    if "metrics" in hpa:
+        removed = hpa["metrics"].get("removed") if isinstance(hpa["metrics"], Mapping) else None
+        if not isinstance(removed, list) or not all(
+            isinstance(r, Mapping) and r.get("type") in METRIC_TYPES and isinstance(r.get("name"), str) for r in removed
+        ):
+            raise Refusal("refused: invalid decision: hpa.metrics.removed must be a list of {type, name[, container]}")
     return errors
 
 
@@ -234,9 +241,10 @@ def find_hpa(hpas: Iterable[Mapping[str, Any]], workload: WorkloadRef, name: str
 def hpa_patch(hpa: Mapping[str, Any], changes: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """A JSON merge patch of ``hpa`` for a decision's ``hpa`` changes, and what it changes.
 
-    ``metrics`` is a list without a merge key, so a retargeted metric means sending the whole list;
-    a ``<container>/<resource>`` target with no ContainerResource metric yet adds one.  The patch
-    carries the HPA's resourceVersion as a precondition.
+    ``metrics`` is a list without a merge key, so a retargeted or removed metric means sending the
+    whole list; ``metrics.removed`` drops every entry a reference names (``scaling.hpa_metrics``)
+    before a ``<container>/<resource>`` target with no ContainerResource metric yet adds one.  The
+    patch carries the HPA's resourceVersion as a precondition.
     """
     spec = hpa.get("spec") or {}
     patch_spec: dict[str, Any] = {}
@@ -249,8 +257,16 @@ def hpa_patch(hpa: Mapping[str, Any], changes: Mapping[str, Any]) -> tuple[dict[
                 patch_spec[field_] = to
                 summary[key] = {"from": cur, "to": to}
     targets = changes.get("target_utilization") or {}
+    refs = (changes.get("metrics") or {}).get("removed") or []
+    metrics = [dict(m) for m in spec.get("metrics") or []]
+    if refs:
+        kept = [m for m in metrics if not any(matches(m, r) for r in refs)]
+        gone = [r for r in refs if any(matches(m, r) for m in metrics)]
+        if gone:
+            metrics = kept
+            patch_spec["metrics"] = metrics
+            summary["metrics"] = {"removed": [dict(r) for r in gone]}
     if targets:
-        metrics = [dict(m) for m in spec.get("metrics") or []]
         changed: dict[str, Any] = {}
         for key, ch in targets.items():
             container, resource = str(key).split("/", 1)

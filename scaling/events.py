@@ -242,7 +242,6 @@ def _only(obj: Mapping[str, Any], known: frozenset[str], where: str = "") -> Non
     raise InvalidEvent(f"{where}.{name}" if where else name, "unknown field" + did_you_mean(name, known))
 
 
-
 def _str(obj: Mapping[str, Any], name: str, *, required: bool = True) -> str | None:
     value = obj.get(name)
     if value is None:

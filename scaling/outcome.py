@@ -55,7 +55,8 @@ class Outcome:
 
     Requests and limits are per container and resource in milli-units.  ``hpa`` holds HPA fields
     (``min_replicas``, ``max_replicas``, ``target_utilization``) as ``(from, to)`` pairs; the loop
-    drops the pairs that do not change.
+    drops the pairs that do not change.  ``hpa["metrics"] = {"removed": [ref, ...]}`` removes
+    entries of the HPA's ``spec.metrics`` (references of ``scaling.hpa_metrics``).
     """
 
     replicas: int | None = None

@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from .events import ContainerSample, HpaEvent, MetricEvent, Qty, VpaEvent, VpaRecommendation, WorkloadEvent
+from .hpa_metrics import apply_changes
 from .policies.base import Policy
 from .policies.templates import HpaTemplate, VpaTemplate
 from .quantity import bytes_of, format_quantity
@@ -40,6 +41,20 @@ def _wants_hpa(state: WorkloadState, policy: Policy) -> HpaTemplate | None:
         return None
     # The template may depend on what the policy decided so far: its memory, as ``decide`` gets it.
     tmpl = policy.hpa_template(state.memory.get(policy.kind, {}))
+    ov = state.overlay.get("hpa")
+    if tmpl is not None and ov:
+        # The HPA as the policy decided it since (the state's HPA overlay, ``WorkloadState.assume_hpa``).
+        tmpl = HpaTemplate(
+            # The template lists the metrics the policy wants; the overlay only retargets or removes them.
+            tuple(
+                apply_changes(
+                    tmpl.metrics, ov.get("removed") or (), ov.get("target_utilization") or {}, add_missing=False
+                )
+            ),
+            tmpl.behavior,
+            ov.get("min_replicas", tmpl.min_replicas),
+            ov.get("max_replicas", tmpl.max_replicas),
+        )
     if tmpl is None or not tmpl.metrics:
         return None
     return tmpl

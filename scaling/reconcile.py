@@ -21,6 +21,7 @@ from . import own
 from .cloudevents import BLOCKED, DECISION, cloudevent, event_id
 from .errors import InvalidPolicy
 from .events import Event, MetricEvent, PolicyEvent, SeriesSample, WorkloadEvent, WorkloadRef
+from .hpa_metrics import ref_key
 from .outcome import Outcome, View
 from .policies import Policy, parse_policy
 from .quantity import format_quantity
@@ -124,6 +125,7 @@ def _reconcile(state: WorkloadState, tick: float, settings: Settings) -> list[Em
         hpa, published = own.own_hpa(state, policy, spec, tick, settings)
         if published is not None:
             emitted.append(("hpa", published))
+    hpa = state.hpa_view(hpa, spec)  # with the HPA changes decided since that HPA was seen
     vpa = state.vpa_event
     if vpa is None:
         vpa, published = own.own_vpa(state, policy, spec, tick, settings)
@@ -166,6 +168,8 @@ def _reconcile(state: WorkloadState, tick: float, settings: Settings) -> list[Em
     event = cloudevent(DECISION, ref.cluster, ref.key, tick, data)
     if not outcome.dry_run:
         state.assume_applied(tick, outcome.replicas, outcome.requests, outcome.limits)
+        if "hpa" in event["data"]:
+            state.assume_hpa(tick, event["data"]["hpa"])
     return [*emitted, ("audit", event)]
 
 
@@ -207,7 +211,11 @@ def _event_data(
         changed = True
     hpa_changes: dict[str, Any] = {}
     for name, value in outcome.hpa.items():
-        if name == "target_utilization":
+        if name == "metrics":
+            removed = sorted(value.get("removed") or (), key=ref_key)
+            if removed:
+                hpa_changes[name] = {"removed": [dict(r) for r in removed]}
+        elif name == "target_utilization":
             sub = {k: {"from": f, "to": t} for k, (f, t) in sorted(value.items()) if f != t}
             if sub:
                 hpa_changes[name] = sub

@@ -10,6 +10,7 @@ JSON-safe types for Faust tables and changelogs.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -25,6 +26,7 @@ from .events import (
     WorkloadEvent,
     decode_event,
 )
+from .hpa_metrics import apply_changes, ref_key
 from .policies.base import Policy
 from .quantity import format_quantity
 from .recommend.hpa import HpaState
@@ -48,7 +50,9 @@ class WorkloadState:
     last_tick: float | None = None
     last_ts: float | None = None
     memory: dict[str, Any] = field(default_factory=dict)
-    #: Values tandem decided at ``overlay["tick"]`` and assumes applied until the next workload event.
+    #: Values tandem decided at ``overlay["tick"]`` and assumes applied until the next workload event;
+    #: ``overlay["hpa"]`` holds the HPA fields decided at its own ``tick``, assumed applied until the
+    #: next ``hpa`` event (see :meth:`assume_hpa`).
     overlay: dict[str, Any] = field(default_factory=dict)
     last_blocked: str | None = None
     #: Own recommenders' state (HPA history, VPA histograms), owned by ``scaling.recommend``.
@@ -117,10 +121,16 @@ class WorkloadState:
         self.raw[event.type] = dict(raw)
         if isinstance(event, WorkloadEvent):
             self._workload = event
-            if self.overlay and event.ts > self.overlay.get("tick", 0):
-                self.overlay = {}  # the cluster has spoken: its spec replaces what tandem assumed
+            if "tick" in self.overlay and event.ts > self.overlay["tick"]:
+                # The cluster has spoken: its spec replaces what tandem assumed (the HPA part stays:
+                # only an hpa event says what the HPA is).
+                self.overlay = {k: v for k, v in self.overlay.items() if k == "hpa"}
         elif isinstance(event, HpaEvent):
             self._hpa = event
+            if "hpa" in self.overlay and event.ts > self.overlay["hpa"]["tick"]:
+                # The HPA as the cluster reports it after the decision; a new dict, since the spec
+                # view's memo compares the overlay by value.
+                self.overlay = {k: v for k, v in self.overlay.items() if k != "hpa"}
         elif isinstance(event, VpaEvent):
             self._vpa = event
         else:
@@ -148,7 +158,7 @@ class WorkloadState:
     def spec(self) -> WorkloadEvent | None:
         """The workload as tandem believes it is now: observed spec plus assumed-applied changes."""
         ev = self.workload_event
-        if ev is None or not self.overlay:
+        if ev is None or "tick" not in self.overlay:
             return ev
         # Rebuilt only when the observed spec or the overlay changed: between decisions every
         # tick asks for the same view (it was a tenth of a tick fed recorded recommendations).
@@ -172,7 +182,8 @@ class WorkloadState:
         replicas = self.overlay.get("replicas", ev.replicas)
         spec = replace(ev, replicas=replicas, containers=containers)
         snapshot = {
-            k: {c: dict(r) for c, r in v.items()} if isinstance(v, dict) else v for k, v in self.overlay.items()
+            k: copy.deepcopy(v) if k == "hpa" else {c: dict(r) for c, r in v.items()} if isinstance(v, dict) else v
+            for k, v in self.overlay.items()
         }
         self._spec_view = (ev, snapshot, spec)
         return spec
@@ -191,6 +202,57 @@ class WorkloadState:
         for section, values in (("requests", requests), ("limits", limits)):
             for cname, res_map in values.items():
                 ov.setdefault(section, {}).setdefault(cname, {}).update(res_map)
+
+    def assume_hpa(self, tick: float, changes: Mapping[str, Any]) -> None:
+        """Remember the HPA changes of a decision (its ``hpa`` data: ``min_replicas``,
+        ``max_replicas``, ``target_utilization``, ``metrics.removed``) until an ``hpa`` event newer
+        than ``tick`` arrives, so that the next ticks see the HPA as decided."""
+        ov = self.overlay.setdefault("hpa", {})
+        ov["tick"] = tick
+        for name in ("min_replicas", "max_replicas"):
+            if name in changes:
+                ov[name] = changes[name]["to"]
+        targets: dict[str, Any] = ov.setdefault("target_utilization", {})
+        removed: list[dict[str, Any]] = ov.setdefault("removed", [])
+        for ref in (changes.get("metrics") or {}).get("removed") or ():
+            key = ref_key(ref)
+            if key[0] == "ContainerResource":
+                targets.pop(f"{key[1]}/{key[2]}", None)
+            if all(ref_key(r) != key for r in removed):
+                removed.append(dict(ref))
+        for pair, change in (changes.get("target_utilization") or {}).items():
+            targets[pair] = change["to"]
+            container, _, resource = str(pair).partition("/")
+            removed[:] = [r for r in removed if ref_key(r) != ("ContainerResource", container, resource)]
+
+    def hpa_view(self, observed: HpaEvent | None, spec: WorkloadEvent) -> HpaEvent | None:
+        """The HPA as tandem believes it is now: ``observed`` (a cluster's or tandem's own) with
+        the decided fields of :meth:`assume_hpa`.  Without any HPA event, an HPA tandem decided
+        (created) is the decided fields alone, stamped with the decision's tick."""
+        ov = self.overlay.get("hpa")
+        if not ov:
+            return observed
+        targets = ov.get("target_utilization") or {}
+        removed = ov.get("removed") or []
+        if observed is None:
+            return HpaEvent(
+                ts=ov["tick"],
+                workload=spec.workload,
+                desired_replicas=spec.replicas,
+                current_replicas=spec.replicas,
+                min_replicas=ov.get("min_replicas"),
+                max_replicas=ov.get("max_replicas"),
+                metrics=tuple(apply_changes((), removed, targets)) if targets else None,
+            )
+        metrics = observed.metrics
+        if metrics is not None and (targets or removed):
+            metrics = tuple(apply_changes(metrics, removed, targets))
+        return replace(
+            observed,
+            min_replicas=ov.get("min_replicas", observed.min_replicas),
+            max_replicas=ov.get("max_replicas", observed.max_replicas),
+            metrics=metrics,
+        )
 
     # --- serialisation ---------------------------------------------------------------------
 

@@ -92,6 +92,10 @@ def describe_change(data: Mapping[str, Any], *, prose: bool = False) -> list[str
         if fld == "target_utilization" and isinstance(c, Mapping):
             for target, tc in sorted(c.items()):
                 out.append(f"the HPA's target utilization of {target} {ch(tc.get('from'), tc.get('to'))} %")
+        elif fld == "metrics" and isinstance(c, Mapping):
+            for ref in c.get("removed") or ():
+                what = "/".join(str(ref[k]) for k in ("container", "name") if k in ref)
+                out.append(f"the HPA's {ref.get('type')} metric {what} is removed")
         elif isinstance(c, Mapping) and "to" in c:
             out.append(f"the HPA's {fld.replace('_', ' ')} {ch(c.get('from'), c.get('to'))}")
     return out

@@ -180,6 +180,8 @@ def test_container_policy_mode_off_refuses_container_changes() -> None:
         ({"containers": {"app": {"requests": {"cpu": change("1", "-1")}}}}, "is negative"),
         ({"containers": ["app"]}, "containers must be an object"),
         ({"hpa": {"target_utilization": {"cpu": change(70, 80)}}}, "is not <container>/<resource>"),
+        ({"hpa": {"metrics": {"removed": [{"type": "Custom", "name": "x"}]}}}, "hpa.metrics.removed must be a list"),
+        ({"hpa": {"metrics": {"removed": "Resource/cpu"}}}, "hpa.metrics.removed must be a list"),
     ],
 )
 def test_a_malformed_decision_is_refused(data: dict[str, Any], message: str) -> None:
@@ -554,3 +556,42 @@ def test_blocked_reports_and_dry_runs_on_a_clusters_own_topic_are_status_only() 
     assert not _status_only(orjson.dumps({"type": "dev.tandem.decision.v1", "data": {}}))
     assert not _status_only(b"not json")  # refused and audited by the applier's own handling
     assert not _status_only(None)
+
+
+def test_hpa_patch_removes_the_metrics_a_decision_names() -> None:
+    # Tortoise's sync removes the Resource metric and the ContainerResource metric of a pair that is
+    # no longer Horizontal (pkg/hpa/service.go syncHPAMetricsWithTortoiseAutoscalingPolicy).
+    patch, summary = hpa_patch(
+        hpa_obj(),
+        {
+            "target_utilization": {"app/memory": change(None, 70)},
+            "metrics": {
+                "removed": [
+                    {"type": "ContainerResource", "container": "app", "name": "cpu"},
+                    {"type": "Resource", "name": "memory"},
+                    {"type": "External", "name": "gone-already"},
+                ]
+            },
+        },
+    )
+    assert patch["spec"]["metrics"] == [
+        {
+            "type": "ContainerResource",
+            "containerResource": {
+                "name": "memory",
+                "container": "app",
+                "target": {"type": "Utilization", "averageUtilization": 70},
+            },
+        }
+    ]
+    assert summary == {
+        "metrics": {
+            "removed": [
+                {"type": "ContainerResource", "container": "app", "name": "cpu"},
+                {"type": "Resource", "name": "memory"},
+            ]
+        },
+        "target_utilization": {"app/memory": {"from": None, "to": 70}},
+    }
+    # Removing what the HPA does not have changes nothing.
+    assert hpa_patch(hpa_obj(), {"metrics": {"removed": [{"type": "External", "name": "x"}]}}) == ({}, {})

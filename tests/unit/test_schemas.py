@@ -357,6 +357,18 @@ def _mutations() -> Iterator[tuple[str, dict[str, Any]]]:
     e = _decision_example("decision-hvpa-released")
     e["data"]["dry_run"] = "false"
     yield "dry_run as a string", e
+    e = _decision_example("decision-tortoise-metrics-removed")
+    e["data"]["hpa"]["metrics"]["removed"] = []
+    yield "empty list of removed HPA metrics", e
+    e = _decision_example("decision-tortoise-metrics-removed")
+    del e["data"]["hpa"]["metrics"]["removed"][0]["container"]
+    yield "removed ContainerResource metric without its container", e
+    e = _decision_example("decision-tortoise-metrics-removed")
+    e["data"]["hpa"]["metrics"]["removed"][1]["container"] = "app"
+    yield "removed External metric with a container", e
+    e = _decision_example("decision-tortoise-metrics-removed")
+    e["data"]["hpa"]["metrics"]["removed"][2]["type"] = "Custom"
+    yield "removed metric of an unknown type", e
     e = _decision_example("decision-applied")
     del e["data"]["decision"]
     yield "applier result without the decision id", e
