@@ -17,6 +17,7 @@ from cli.options import add_edge_metrics_options, add_edge_options, add_loglevel
 from edge.applier import ApplierConfig
 from edge.applier import run as run_applier
 from edge.kube import api_client
+from ops.errors import describe
 from ops.observability import metrics_from_args
 from streams.settings import add_kafka_options, kafka_settings
 from streams.signing import add_decision_trust_options, decision_verifier
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         verifier = decision_verifier(args)  # the worker keys whose decisions it applies (None: any)
         api = api_client(args.kubeconfig)  # imports the kubernetes client, only here
     except Exception as exc:
-        print(f"tandem apply: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"tandem apply: {describe(exc)}", file=sys.stderr)
         return 2
     config = ApplierConfig(args.cluster, args.dry_run, max_attempts=args.max_attempts)
     try:
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         asyncio.run(go())
     except Exception as exc:
-        print(f"tandem apply: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"tandem apply: {describe(exc)}", file=sys.stderr)
         return 1
     finally:
         if server is not None:

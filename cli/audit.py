@@ -29,6 +29,7 @@ from analysis.audit import (
     text_line,
 )
 from cli.options import env
+from ops.errors import describe
 from streams.inputs import UsageError, check_stream
 from streams.security import add_security_options, security_from_args
 from streams.settings import DEFAULT_BROKER, DEFAULT_PREFIX
@@ -62,7 +63,7 @@ def _read(args: argparse.Namespace, prog: str) -> list[AuditEvent] | int:
     try:
         return read_topic(broker, topic, security=security_from_args(args))
     except Exception as exc:
-        print(f"{prog}: cannot read {topic} on {broker}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"{prog}: cannot read {topic} on {broker}: {describe(exc)}", file=sys.stderr)
         return 1
 
 

@@ -17,6 +17,7 @@ from cli.options import add_edge_metrics_options, add_edge_options, add_loglevel
 from edge.collector import CollectorConfig
 from edge.collector import run as run_collector
 from edge.kube import api_client
+from ops.errors import describe
 from ops.observability import metrics_from_args
 from streams.settings import add_input_signing_options, add_kafka_options, kafka_settings
 
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--input-signing-keys has no key for cluster {args.cluster!r}")
         api = api_client(args.kubeconfig)  # imports the kubernetes client, only here
     except Exception as exc:
-        print(f"tandem collect: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"tandem collect: {describe(exc)}", file=sys.stderr)
         return 2
     config = CollectorConfig(args.cluster, tuple(dict.fromkeys(args.namespace)), args.interval, args.watch_timeout)
     try:
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         asyncio.run(go())
     except Exception as exc:
-        print(f"tandem collect: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"tandem collect: {describe(exc)}", file=sys.stderr)
         return 1
     finally:
         if server is not None:

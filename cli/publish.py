@@ -9,6 +9,7 @@ import sys
 import time
 
 from cli.options import add_core_options, add_files, add_policy, add_strict
+from ops.errors import describe
 from scaling.engine import policy_event
 from scaling.errors import InvalidEvent
 from scaling.vocabulary import EVENT_TYPES
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"tandem publish: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:
-        print(f"tandem publish: {settings.bootstrap}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"tandem publish: {settings.bootstrap}: {describe(exc)}", file=sys.stderr)
         return 1
     elapsed = time.monotonic() - started
     counts = plan.counts

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import sys
 
+from ops.errors import describe
 from streams.settings import add_kafka_options, kafka_settings
 from streams.topics import DAY_MS, ensure_topics, list_topics
 
@@ -69,5 +70,5 @@ def run(args: argparse.Namespace) -> int:
             )
         return status
     except Exception as exc:  # a broker that cannot be reached, a refused creation...
-        print(f"tandem topics: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"tandem topics: {describe(exc)}", file=sys.stderr)
         return 1

@@ -22,6 +22,7 @@ import sys
 
 from agents.settings import add_worker_options, worker_settings
 from agents.worker import serve
+from ops.errors import describe
 from ops.observability import add_metrics_options, metrics_from_args
 from streams.topics import TopicMismatch, ensure_topics
 
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     except Exception as exc:
         print(
-            f"tandem worker: cannot prepare topics on {settings.bootstrap}: {type(exc).__name__}: {exc}",
+            f"tandem worker: cannot prepare topics on {settings.bootstrap}: {describe(exc)}",
             file=sys.stderr,
         )
         return 1

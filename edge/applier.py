@@ -84,6 +84,7 @@ from edge.checks import (
 from edge.kube import HPAS, WORKLOAD_RESOURCES, KubeError, list_objects, policy_resources, request
 from edge.reporter import Reporter
 from edge.retry import start_retrying
+from ops.errors import describe
 from scaling.cloudevents import APPLIED, APPLY_FAILED, BLOCKED, DECISION, cloudevent, event_id
 from scaling.errors import InvalidEvent, InvalidPolicy
 from scaling.events import WorkloadRef, decode_workload_ref
@@ -270,7 +271,7 @@ class Applier:
                 return self._result(ev, ref, dry_run, progress, attempt, error=error)
             except Exception as exc:  # a bug must still end in an audited result
                 log.exception("%s: unexpected error", ref.key)
-                return self._result(ev, ref, dry_run, progress, attempt, error=f"{type(exc).__name__}: {exc}")
+                return self._result(ev, ref, dry_run, progress, attempt, error=describe(exc))
             return self._result(ev, ref, dry_run, progress, attempt, note=note)
 
     def _result(
@@ -450,7 +451,7 @@ async def run(
         try:
             await ensure_topics(settings, strict=False)
         except Exception as exc:  # no right to create topics at the edge: they must exist already
-            log.warning("could not check/create topics: %s: %s", type(exc).__name__, exc)
+            log.warning("could not check/create topics: %s", describe(exc))
     own_topic = config.cluster in getattr(settings, "actuator_clusters", ())
     actuator = actuator_topic(settings.prefix, config.cluster, getattr(settings, "actuator_clusters", ()))
     audit = topic_name(settings.prefix, "audit")

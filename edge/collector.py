@@ -70,6 +70,7 @@ from edge.kube import (
 )
 from edge.retry import start_retrying
 from edge.translate import Collector
+from ops.errors import describe
 
 __all__ = ["CollectorConfig", "run"]
 
@@ -217,7 +218,7 @@ async def run(
         try:
             await ensure_topics(settings, strict=False)
         except Exception as exc:  # no right to create topics at the edge: they must exist already
-            log.warning("could not check/create topics: %s: %s", type(exc).__name__, exc)
+            log.warning("could not check/create topics: %s", describe(exc))
         sink = None
     if sink is None:
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from edge.kube import WORKLOAD_RESOURCES, KubeError, Resource, policy_resources, request
 from edge.status import Observation, event_for, event_name, fold_status, merge_patch, rfc3339
+from ops.errors import describe
 from scaling.cloudevents import BLOCKED, DECISION
 
 __all__ = ["EVENTS", "REPORTING_COMPONENT", "Reporter"]
@@ -123,7 +124,7 @@ class Reporter:
             try:
                 self._write_status(ns, kind, name, observations)
             except Exception as exc:  # status is best effort: the next tick brings a fresh one
-                log.warning("status of %s %s/%s not written: %s: %s", kind, ns, name, type(exc).__name__, exc)
+                log.warning("status of %s %s/%s not written: %s", kind, ns, name, describe(exc))
         if self.dry_run:
             return
         for type_, reason, message, involved in events:

@@ -15,6 +15,8 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from ops.errors import describe
+
 __all__ = ["start_retrying"]
 
 log = logging.getLogger("tandem.edge")
@@ -44,7 +46,7 @@ async def start_retrying(
         try:
             started = await start()
         except Exception as exc:  # KafkaConnectionError, a DNS failure, a refused TLS handshake...
-            reason = f"{what} not reachable (attempt {attempt}): {type(exc).__name__}: {exc}"
+            reason = f"{what} not reachable (attempt {attempt}): {describe(exc)}"
             log.warning("%s; retrying in %.1f s", reason, delay)
             if metrics is not None:
                 metrics.set_unready(reason)

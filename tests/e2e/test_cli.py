@@ -80,3 +80,19 @@ def test_a_bad_variable_of_one_command_does_not_break_another(
         capsys.readouterr().err.splitlines()[-1]
         == "tandem worker: error: argument --metrics-port: invalid int value: 'abc'"
     )
+
+
+def test_an_unreachable_broker_is_named_once_on_stderr() -> None:
+    # Port 1 on the loopback refuses at once; aiokafka raises KafkaConnectionError, whose own
+    # __str__ already starts with its class name (the doubled "KafkaConnectionError: KafkaConnectionError:").
+    done = subprocess.run(
+        [sys.executable, "-m", "cli", "topics", "list", "--broker", "127.0.0.1:1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        "tandem topics: KafkaConnectionError: Unable to bootstrap from [('127.0.0.1', 1, <AddressFamily.AF_INET: 2>)]"
+    )
