@@ -64,9 +64,11 @@ def run(args: argparse.Namespace) -> int:
         return 1
     n_dec = sum(e.type == "decision" for e in data.audit)
     n_blk = sum(e.type == "blocked" for e in data.audit)
+    # Without PNGs build() has said why on stderr, unless none were asked for.
+    made = f" and {len(pngs)} PNG(s)" if pngs else " (no PNGs)" if args.png == "none" else " (no PNGs: see above)"
     print(
         f"{PROG}: {len(data.workloads)} workload(s), {n_dec} decision(s), {n_blk} blocked report(s); "
-        f"wrote {out / 'index.html'}, {out / 'audit.jsonl'}" + (f" and {len(pngs)} PNG(s)" if pngs else " (no PNGs)"),
+        f"wrote {out / 'index.html'}, {out / 'audit.jsonl'}{made}",
         file=sys.stderr,
     )
     return 0

@@ -18,7 +18,8 @@ file is classified by its first line.  ``DIR`` (default ``tandem-report``) recei
 * ``audit.jsonl``: the audit stream the report shows (``tandem audit explain KEY DIR/audit.jsonl``).
 * ``<cluster>_<namespace>_<kind>_<name>.png`` per workload: drawn with matplotlib when it is
   installed, otherwise screenshots of the HTML by headless Chromium when a ``chromium`` binary is on
-  the PATH, otherwise none (``index.html`` says so).  ``--png none`` skips them.
+  the PATH, otherwise none: stderr and ``index.html`` say which piece is missing and how to install
+  it.  ``--png none`` skips them.
 
 From an audit file alone there are no usage samples: replicas, requests and limits are then drawn
 from the decisions' ``from``/``to`` values.  Exit codes: 0, 1 a bad line under ``--strict``, 2 a
@@ -40,16 +41,18 @@ from typing import IO, Any
 from analysis.report.charts import LEFT, RIGHT, WIDTH
 from analysis.report.collect import ReportData, WorkloadData, _is_audit_file, collect
 from analysis.report.page import render_html
-from analysis.report.png import find_chromium, make_pngs
+from analysis.report.png import Painters, detect_painters, find_chromium, make_pngs
 
 __all__ = [
     "LEFT",
     "RIGHT",
     "WIDTH",
+    "Painters",
     "ReportData",
     "WorkloadData",
     "build",
     "collect",
+    "detect_painters",
     "find_chromium",
     "make_pngs",
     "render_html",
@@ -67,6 +70,7 @@ def build(
     title: str = "tandem report",
     strict: bool = False,
     err: IO[str] | None = None,
+    painters: Painters | None = None,
 ) -> tuple[ReportData, list[Path]]:
     """Everything ``tandem report`` does after parsing its options; returns the data and the PNGs."""
     err = err if err is not None else sys.stderr
@@ -81,6 +85,6 @@ def build(
     with open(out / "audit.jsonl", "wb") as fh:
         for e in data.audit:
             fh.write(e.raw + b"\n")
-    pngs, note = make_pngs(data, title, out, png, err)
+    pngs, note = make_pngs(data, title, out, png, err, painters)
     (out / "index.html").write_text(render_html(data, title, notes=[note] if note else ()), encoding="utf-8")
     return data, pngs

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
@@ -32,8 +35,12 @@ def _slug(key: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-." else "_" for ch in key)
 
 
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome", "headless_shell")
+
+
 def find_chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome", "headless_shell"):
+    """The first Chromium-like binary on the PATH, for ``--screenshot``."""
+    for name in CHROMIUM_NAMES:
         path = shutil.which(name)
         if path:
             return path
@@ -175,23 +182,60 @@ def _pngs_matplotlib(data: ReportData, title: str, out: Path) -> list[Path]:  # 
     return made
 
 
-def make_pngs(data: ReportData, title: str, out: Path, how: str, err: IO[str]) -> tuple[list[Path], str | None]:
-    """PNGs per workload; returns them and a note when none could be made."""
+@dataclass(frozen=True)
+class Painters:
+    """What can draw the PNGs on this machine: matplotlib importable, and a Chromium binary."""
+
+    matplotlib: bool
+    chromium: str | None
+
+
+def detect_painters() -> Painters:
+    """The one place that looks: tests replace it to play a machine without one or the other."""
+    return Painters(matplotlib=importlib.util.find_spec("matplotlib") is not None, chromium=find_chromium())
+
+
+def _missing_matplotlib() -> str:
+    # This interpreter's pip: the one whose site-packages the report imports from.
+    return (
+        f"matplotlib is not installed in this Python ({sys.executable}); install it with "
+        f"'{sys.executable} -m pip install matplotlib' (in a tandem checkout: pip install -e '.[report]')"
+    )
+
+
+def _missing_chromium() -> str:
+    return (
+        f"no headless Chromium on the PATH (looked for {', '.join(CHROMIUM_NAMES)}); install one, "
+        "e.g. 'apt-get install chromium' on Debian or Ubuntu, or put a Chrome/Chromium binary on the PATH"
+    )
+
+
+def make_pngs(
+    data: ReportData, title: str, out: Path, how: str, err: IO[str], painters: Painters | None = None
+) -> tuple[list[Path], str | None]:
+    """PNGs per workload; returns them and a note for the page when none could be made.
+
+    When none can be made, ``err`` gets one line per missing piece that ``how`` would have used,
+    saying what is missing and how to get it (``--png none`` asks for none and gets no such line).
+    """
     if how == "none":
         return [], None
+    found = painters if painters is not None else detect_painters()
+    missing: list[str] = []
     if how in ("auto", "matplotlib"):
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            if how == "matplotlib":
-                return [], "No PNGs: matplotlib is not installed."
-        else:
+        if found.matplotlib:
             return _pngs_matplotlib(data, title, out), None
-    chromium = find_chromium()
-    if chromium is None:
-        return [], "No PNGs: neither matplotlib nor a headless Chromium (chromium on the PATH) is installed."
-    try:
-        return _pngs_chromium(data, title, out, chromium), None
-    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
-        err.write(f"tandem report: PNG screenshots failed: {exc}\n")
-        return [], f"No PNGs: headless Chromium failed ({str(exc)[:200]})."
+        missing.append(_missing_matplotlib())
+    if how in ("auto", "chromium"):
+        if found.chromium is not None:
+            try:
+                return _pngs_chromium(data, title, out, found.chromium), None
+            except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+                err.write(f"tandem report: PNG screenshots failed: {exc}\n")
+                return [], f"No PNGs: headless Chromium failed ({str(exc)[:200]})."
+        missing.append(_missing_chromium())
+    for why in missing:
+        err.write(f"tandem report: no PNGs: {why}\n")
+    if how == "auto":
+        err.write("tandem report: either one draws the PNGs; --png none skips them without this message\n")
+    return [], "No PNGs: " + "; ".join(missing) + "."

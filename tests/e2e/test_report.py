@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import importlib.util
 import shutil
 import struct
 import subprocess
@@ -15,7 +15,9 @@ from typing import Any
 import orjson
 import pytest
 
-from analysis.report import LEFT, RIGHT, WIDTH, find_chromium
+from analysis.report import LEFT, RIGHT, WIDTH, Painters, find_chromium
+from analysis.report import png as report_png
+from cli.main import main
 from tests.replaying import ev
 from tests.vectors.test_hvpa_vectors import T0, fixture_a, hpa, vpa, workload
 
@@ -225,28 +227,82 @@ def _small_stream(tmp_path: Path) -> tuple[Path, Path]:
     return stream, policy
 
 
-def test_report_without_matplotlib_or_chromium_says_why_it_has_no_pngs(tmp_path: Path) -> None:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        pytest.skip("matplotlib is installed: it would draw the PNGs")
+_NO_MATPLOTLIB = (
+    f"tandem report: no PNGs: matplotlib is not installed in this Python ({sys.executable}); install it with "
+    f"'{sys.executable} -m pip install matplotlib' (in a tandem checkout: pip install -e '.[report]')"
+)
+_NO_CHROMIUM = (
+    "tandem report: no PNGs: no headless Chromium on the PATH (looked for chromium, chromium-browser, "
+    "google-chrome, google-chrome-stable, chrome, headless_shell); install one, e.g. 'apt-get install chromium' "
+    "on Debian or Ubuntu, or put a Chrome/Chromium binary on the PATH"
+)
+
+
+def _report_without(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], painters: Painters, png: str
+) -> tuple[int, list[str], Path]:
+    """``tandem report`` in this process on a machine that has only ``painters`` (the module's detection seam)."""
+    monkeypatch.setattr(report_png, "detect_painters", lambda: painters)
     stream, policy = _small_stream(tmp_path)
-    exe = shutil.which("tandem") or str(Path(sys.executable).parent / "tandem")
-    env = {**os.environ, "PATH": str(Path(exe).parent)}  # no chromium on this PATH
-    result = subprocess.run(
-        [exe, "report", str(stream), "--policy", str(policy), "--out", str(tmp_path / "r")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert result.returncode == 0, result.stderr
-    assert "(no PNGs)" in result.stderr
-    assert list((tmp_path / "r").glob("*.png")) == []
-    page = (tmp_path / "r" / "index.html").read_text(encoding="utf-8")
-    assert "No PNGs: neither matplotlib nor a headless Chromium (chromium on the PATH) is installed." in page
+    out = tmp_path / "r"
+    status = main(["report", str(stream), "--policy", str(policy), "--out", str(out), "--png", png])
+    return status, capsys.readouterr().err.splitlines(), out
+
+
+def test_report_without_matplotlib_or_chromium_says_why_and_how_per_missing_piece(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, err, out = _report_without(tmp_path, monkeypatch, capsys, Painters(matplotlib=False, chromium=None), "auto")
+    assert status == 0
+    assert err[:3] == [
+        _NO_MATPLOTLIB,
+        _NO_CHROMIUM,
+        "tandem report: either one draws the PNGs; --png none skips them without this message",
+    ]
+    assert err[3].endswith("(no PNGs: see above)")
+    assert len(err) == 4
+    assert list(out.glob("*.png")) == []
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert "No PNGs: matplotlib is not installed in this Python" in page
+    assert "no headless Chromium on the PATH" in page
+
+
+def test_report_png_matplotlib_without_matplotlib_names_only_matplotlib(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A Chromium that is never run: --png matplotlib does not fall back to it.
+    painters = Painters(matplotlib=False, chromium="/nonexistent/chromium")
+    status, err, out = _report_without(tmp_path, monkeypatch, capsys, painters, "matplotlib")
+    assert status == 0
+    assert err[0] == _NO_MATPLOTLIB
+    assert err[1].endswith("(no PNGs: see above)")
+    assert len(err) == 2
+    assert list(out.glob("*.png")) == []
+
+
+def test_report_png_chromium_without_chromium_names_only_chromium(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    painters = Painters(matplotlib=True, chromium=None)  # --png chromium does not fall back to matplotlib
+    status, err, out = _report_without(tmp_path, monkeypatch, capsys, painters, "chromium")
+    assert status == 0
+    assert err[0] == _NO_CHROMIUM
+    assert len(err) == 2
+    assert list(out.glob("*.png")) == []
+
+
+def test_report_png_none_says_nothing_about_missing_painters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, err, _ = _report_without(tmp_path, monkeypatch, capsys, Painters(matplotlib=False, chromium=None), "none")
+    assert status == 0
+    assert len(err) == 1 and err[0].endswith("(no PNGs)")
+
+
+def test_the_detection_seam_sees_this_machine() -> None:
+    found = report_png.detect_painters()
+    assert found.chromium == find_chromium()
+    assert found.matplotlib == (importlib.util.find_spec("matplotlib") is not None)
 
 
 def test_report_draws_pngs_with_matplotlib_when_it_is_installed(tmp_path: Path) -> None:
