@@ -16,6 +16,7 @@ from .errors import InvalidPolicy
 from .policies.registry import kinds
 from .recommend.hpa import HpaConfig
 from .recommend.vpa import VpaConfig
+from .spelling import did_you_mean
 
 __all__ = ["Settings"]
 
@@ -43,7 +44,9 @@ class Settings:
         raw = dict(raw or {})
         for key in raw:
             if key not in _TOP:
-                raise InvalidPolicy(key, f"unknown setting; expected one of {', '.join(_TOP)}")
+                raise InvalidPolicy(
+                    str(key), f"unknown setting{did_you_mean(str(key), _TOP)}; expected one of {', '.join(_TOP)}"
+                )
         raw.update({k: v for k, v in overrides.items() if v is not None})
         period = raw.get("sync_period", 15.0)
         if isinstance(period, bool) or not isinstance(period, int | float) or not math.isfinite(period) or period <= 0:

@@ -12,18 +12,24 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from difflib import get_close_matches
 
-__all__ = ["did_you_mean", "unknown_fields"]
+__all__ = ["closest", "did_you_mean", "unknown_fields"]
 
 
-def did_you_mean(name: str, known: Iterable[str]) -> str:
-    """``" (did you mean X?)"`` for the closest known name, or ``""`` when none is close."""
+def closest(name: str, known: Iterable[str]) -> str | None:
+    """The known name closest to ``name``, or ``None`` when none is close."""
     candidates = sorted(known)
     match = get_close_matches(name, candidates, n=1, cutoff=0.6)
     if not match:
         lowered = {c.lower(): c for c in candidates}
         if name.lower() in lowered:
             match = [lowered[name.lower()]]
-    return f" (did you mean {match[0]}?)" if match else ""
+    return match[0] if match else None
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``" (did you mean X?)"`` for the closest known name, or ``""`` when none is close."""
+    match = closest(name, known)
+    return f" (did you mean {match}?)" if match else ""
 
 
 def unknown_fields(keys: Iterable[object], known: Collection[str]) -> list[str]:

@@ -30,6 +30,7 @@ from ..history import PERIODS, ReplicaHistory, replica_bounds
 from ..outcome import Outcome, View
 from ..quantity import bytes_of, format_quantity, parse_duration, parse_quantity
 from ..recommend.vpa import ContainerPolicy as VpaContainerPolicy
+from ..spelling import did_you_mean
 from .base import get_path, int_field, mapping_field
 from .bounds import Bounds
 from .bounds import ContainerBounds as AllowedBounds
@@ -131,7 +132,8 @@ class TortoiseSettings:
             raise InvalidPolicy("tortoise", "expected a mapping of Tortoise settings")
         for key in raw:
             if key not in _SETTING_KEYS:
-                raise InvalidPolicy(f"tortoise.{key}", "unknown Tortoise setting")
+                hint = did_you_mean(str(key), _SETTING_KEYS)
+                raise InvalidPolicy(f"tortoise.{key}", "unknown Tortoise setting" + hint)
         d = cls()
         width = _int_setting(raw, "RangeOfMinMaxReplicasRecommendationHours", d.slot_hours, 1, 24)
         if 24 % width:

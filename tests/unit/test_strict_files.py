@@ -214,9 +214,41 @@ def test_settings_errors_name_the_file(tmp_path: Path, capsys: pytest.CaptureFix
     code, err = run(capsys, tandem, "replay", str(EXAMPLE), "--config", str(config))
     assert code == 2
     assert err == [
-        f"tandem replay: {config}: field 'sync_perod': unknown setting; expected one of "
+        f"tandem replay: {config}: field 'sync_perod': unknown setting (did you mean sync_period?); expected one of "
         "sync_period, cluster, hpa, vpa, tortoise"
     ]
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ("clustr: eu-1\n", "field 'clustr': unknown setting (did you mean cluster?); expected one of "
+         "sync_period, cluster, hpa, vpa, tortoise"),
+        ("paint: blue\n", "field 'paint': unknown setting; expected one of sync_period, cluster, hpa, vpa, tortoise"),
+        # hpa: upstream's flag spelling gets a flag back; the short names get the short name.
+        ("hpa:\n  horizontal-pod-autoscaler-tolerence: 0.2\n",
+         "field 'hpa.horizontal-pod-autoscaler-tolerence': unknown setting "
+         "(did you mean horizontal-pod-autoscaler-tolerance?)"),
+        ("hpa:\n  downscaleStabilisation: 5m\n",
+         "field 'hpa.downscaleStabilisation': unknown setting (did you mean downscale_stabilization?)"),
+        ("hpa:\n  horizontal-pod-autoscaler-upscale-delay: 3m\n",
+         "field 'hpa.horizontal-pod-autoscaler-upscale-delay': unknown setting"),  # removed upstream: no guess
+        ("vpa:\n  target-cpu-percentil: 0.9\n",
+         "field 'vpa.target-cpu-percentil': unknown VPA recommender setting (did you mean target-cpu-percentile?)"),
+        ("vpa:\n  targetCPUPercentil: 0.9\n",
+         "field 'vpa.targetCPUPercentil': unknown VPA recommender setting (did you mean target_cpu_percentile?)"),
+        ("tortoise:\n  TimeZon: UTC\n",
+         "field 'tortoise.TimeZon': unknown Tortoise setting (did you mean TimeZone?)"),
+    ],
+)  # fmt: skip
+def test_an_unknown_setting_names_the_closest_known_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, why: str
+) -> None:
+    config = tmp_path / "settings.yaml"
+    config.write_text(content)
+    code, err = run(capsys, tandem, "replay", str(EXAMPLE), "--config", str(config))
+    assert code == 2
+    assert err == [f"tandem replay: {config}: {why}"]
 
 
 @pytest.mark.parametrize(

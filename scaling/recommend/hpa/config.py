@@ -15,6 +15,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from ...quantity import parse_duration
+from ...spelling import closest
 
 __all__ = ["HpaConfig"]
 
@@ -76,7 +77,7 @@ class HpaConfig:
                 raise ValueError(f"hpa: keys must be strings, got {key!r}")
             name = _CONFIG_ALIASES.get(_canonical_key(key))
             if name is None:
-                raise ValueError(f"hpa.{key}: unknown setting")
+                raise ValueError(f"hpa.{key}: unknown setting{_suggest(key)}")
             if name in seen_as:
                 raise ValueError(f"hpa.{key}: duplicates hpa.{seen_as[name]}")
             seen_as[name] = key
@@ -92,6 +93,17 @@ class HpaConfig:
             except ValueError as exc:
                 raise ValueError(f"hpa.{key}: {exc}") from None
         return cls(**values)
+
+
+def _suggest(key: str) -> str:
+    """`` (did you mean X?)`` in the spelling the user chose: the upstream flag or this class's name."""
+    match = closest(_canonical_key(key), _CONFIG_ALIASES)
+    if match is None:
+        return ""
+    name = _CONFIG_ALIASES[match]
+    if key.startswith("horizontal-pod-autoscaler-") and name != "configurable_tolerance":
+        return f" (did you mean horizontal-pod-autoscaler-{name.replace('_', '-')}?)"
+    return f" (did you mean {name}?)"
 
 
 def _canonical_key(key: str) -> str:

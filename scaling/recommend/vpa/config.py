@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from ...errors import InvalidPolicy
 from ...quantity import bytes_of, parse_duration, parse_quantity
+from ...spelling import closest
 
 __all__ = ["VpaConfig"]
 
@@ -97,7 +98,10 @@ class VpaConfig:
                 raise InvalidPolicy(f"vpa.{raw_key!r}", "setting names are strings")
             key = _CAMEL.sub("_", raw_key.strip()).replace("-", "_").lower()
             if key not in known:
-                raise InvalidPolicy(f"vpa.{raw_key}", "unknown VPA recommender setting")
+                match = closest(key, known)
+                # Suggested in the user's spelling: upstream's kebab-case flags, else snake_case.
+                hint = f" (did you mean {match.replace('_', '-') if '-' in raw_key else match}?)" if match else ""
+                raise InvalidPolicy(f"vpa.{raw_key}", "unknown VPA recommender setting" + hint)
             if key in values:
                 raise InvalidPolicy(f"vpa.{raw_key}", "set twice (under different spellings)")
             try:
