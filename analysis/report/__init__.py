@@ -9,9 +9,11 @@ file (CloudEvents, what ``tandem replay --out`` writes; applier results in it ar
 file is classified by its first line.  ``DIR`` (default ``tandem-report``) receives:
 
 * ``index.html``: one page, no script, no network: inline SVG charts and CSS.  Per workload, a strip
-  with one mark per audit event (decisions above, blocked changes below, coloured by reason), the
-  replicas over time with the policy's min/max and the HPA recommendation, and per container and
-  resource the usage against requests and limits (and the VPA target).  Usage is the **per-pod
+  with one mark per decision and, below it, the blocked reports counted per time bucket (a bar per
+  bucket, stacked by reason; :mod:`~analysis.report.scales` picks the bucket), the replicas over
+  time with the policy's min/max and the HPA recommendation (drawn over the replicas), and per
+  container and resource the usage against requests and limits (and the VPA target), units and
+  range chosen per axis from its data; the values held back show as faint ranges per bucket.  Usage is the **per-pod
   average** of the container's samples at each metric event (the shaded band is the lowest to the
   highest pod), the unit requests and limits are set in.  Every mark sits at its event's tick on one
   time axis shared by all charts; hovering it shows the event.
@@ -26,7 +28,8 @@ from the decisions' ``from``/``to`` values.  Exit codes: 0, 1 a bad line under `
 usage error or a missing file (the command line is :mod:`cli.report`).
 
 The package: :mod:`~analysis.report.collect` gathers the data (the embedded replay of
-:mod:`streams.runner` and the audit files), :mod:`~analysis.report.charts` draws the SVG charts,
+:mod:`streams.runner` and the audit files), :mod:`~analysis.report.scales` the buckets, units
+and ranges both painters use, :mod:`~analysis.report.charts` draws the SVG charts,
 :mod:`~analysis.report.page` writes the HTML page, :mod:`~analysis.report.png` the PNGs, and
 :func:`build` here runs them in that order.
 """

@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from analysis.audit import AuditEvent, describe_change, held_back, text_line
 from analysis.report.collect import ResourceData, WorkloadData
+from analysis.report.scales import (
+    Bucket,
+    ValueRange,
+    WantedRange,
+    blocked_buckets,
+    bucket_seconds,
+    value_range,
+    wanted_ranges,
+)
+from scaling.quantity import parse_quantity
 
 WIDTH = 1240  # SVG width (px)
 LEFT, RIGHT = 78, 60  # plot margins (the right one holds the bound labels and the last time label)
@@ -28,9 +38,13 @@ REASON_COLORS = {
     "GatheringData": "#65a30d",
 }
 OTHER_REASON = "#6b7280"
+#: The lowest-to-highest pod band: opaque enough to be seen beside the usage line drawn over it.
+BAND_OPACITY = 0.45
+#: Ranges of blocked values in the value charts: behind the lines, faint enough not to hide them.
+WANTED_OPACITY = 0.3
 USAGE, BAND, REQUEST, LIMIT, VPA, HPA, BOUND, REPLICAS = (
     "#2563eb",
-    "#93c5fd",
+    "#60a5fa",
     "#16a34a",
     "#dc2626",
     "#9333ea",
@@ -73,6 +87,10 @@ class Axis:
         """The axis on every SVG, for tools and tests: ``x = data-x0 + (t - data-t0) * data-scale``."""
         return f' data-t0="{self.t0!r}" data-t1="{self.t1!r}" data-x0="{LEFT}" data-scale="{self.scale!r}"'
 
+    def bucket(self) -> int:
+        """Seconds per bucket of blocked changes on this axis (:func:`scales.bucket_seconds`)."""
+        return bucket_seconds(self.t1 - self.t0, self.width - LEFT - RIGHT)
+
     def ticks(self) -> list[tuple[float, str, bool]]:
         span = self.t1 - self.t0
         step = next((s for s in _TIME_STEPS if span / s <= 12), _TIME_STEPS[-1])
@@ -86,15 +104,6 @@ class Axis:
             out.append((t, label, midnight))
             t += step
         return out
-
-
-def _unit(res: str, top: float) -> tuple[float, str, str]:
-    """(divisor, axis suffix, name) for a resource whose values reach ``top``."""
-    if res == "cpu":
-        return (0.001, "m", "CPU (millicores)") if top < 1.5 else (1.0, "", "CPU (cores)")
-    if res == "memory":
-        return (2**30, "Gi", "memory (GiB)") if top >= 2 * 2**30 else (2**20, "Mi", "memory (MiB)")
-    return (1.0, "", res)
 
 
 def _label(value: float, div: float, suffix: str) -> str:
@@ -120,7 +129,11 @@ class Chart:
     ) -> None:
         self.axis, self.height = axis, height
         self.top, self.bottom = 14, height - 22
-        step = max(1.0, _nice_step(y_max - y_min, 4)) if integer else _nice_step((y_max - y_min) / div, 4) * div
+        # Five steps where there is room for their labels: the axis ends closer above the highest value.
+        n = 5 if height >= 140 else 4
+        step = _nice_step(y_max - y_min, n) if integer else _nice_step((y_max - y_min) / div, n) * div
+        if integer:  # whole replicas: 2.5 becomes 2, anything below 1 becomes 1
+            step = max(1.0, float(math.floor(step)))
         self.y_min = y_min
         self.y_max = max(y_min + step, math.ceil(y_max / step) * step)
         self.step, self.div, self.suffix, self.y_label = step, div, suffix, y_label
@@ -169,7 +182,9 @@ class Chart:
             return
         upper = " ".join(f"{_fmt(self.axis.x(t))},{_fmt(self.y(hi))}" for t, _, _, hi in pts)
         lower = " ".join(f"{_fmt(self.axis.x(t))},{_fmt(self.y(lo))}" for t, _, lo, _ in reversed(pts))
-        self.parts.append(f'<polygon points="{upper} {lower}" fill="{color}" fill-opacity="0.35" stroke="none"/>')
+        self.parts.append(
+            f'<polygon points="{upper} {lower}" fill="{color}" fill-opacity="{BAND_OPACITY}" stroke="none"/>'
+        )
 
     def line(self, points: Sequence[tuple[float, float]], color: str, width: float = 1.5, dash: str = "") -> None:
         if not points:
@@ -223,7 +238,7 @@ class Chart:
         x, y = self.axis.x(t), self.y(v)
         tt = f"<title>{html.escape(title)}</title>"
         if kind == "decision":
-            s = 6.0
+            s = 5.0
             pts = (
                 f"{_fmt(x)},{_fmt(y - s)} {_fmt(x - s)},{_fmt(y + s * 0.8)} {_fmt(x + s)},{_fmt(y + s * 0.8)}"
                 if up
@@ -236,6 +251,21 @@ class Chart:
             self.parts.append(
                 f'<circle cx="{_fmt(x)}" cy="{_fmt(y)}" r="2.6" fill="none" stroke="{color}" stroke-opacity="0.75" '
                 f'stroke-width="1.2"{data}>{tt}</circle>'
+            )
+
+    def ranges(self, ranges: Sequence[WantedRange], title: Callable[[WantedRange], str]) -> None:
+        """One faint bar per bucket from the lowest to the highest value held back (at least 4 px tall)."""
+        for r in ranges:
+            x0, x1 = self.axis.x(r.start), self.axis.x(r.end)
+            y_hi, y_lo = self.y(r.high), self.y(r.low)
+            if y_lo - y_hi < 4:
+                mid = (y_lo + y_hi) / 2
+                y_hi, y_lo = mid - 2, mid + 2
+            self.parts.append(
+                f'<rect class="wanted" x="{_fmt(x0 + 0.5)}" y="{_fmt(y_hi)}" width="{_fmt(max(1.0, x1 - x0 - 1))}" '
+                f'height="{_fmt(y_lo - y_hi)}" fill="{_reason_color(r.reason)}" fill-opacity="{WANTED_OPACITY}" '
+                f'data-start="{r.start!r}" data-end="{r.end!r}" data-count="{r.count}">'
+                f"<title>{html.escape(title(r))}</title></rect>"
             )
 
     def svg(self, css_class: str = "chart") -> str:
@@ -300,18 +330,67 @@ def _title(e: AuditEvent) -> str:
     return text
 
 
+def _when(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def _step_words(step: int) -> str:
+    return f"{step // 3600} h" if step % 3600 == 0 else f"{step // 60} min"
+
+
+def _bucket_title(b: Bucket, step: int) -> str:
+    per = ", ".join(f"{n} {r}" for r, n in b.reasons)
+    return f"{_when(b.start)} + {_step_words(step)}: {b.count} blocked report(s) ({per})"
+
+
+STRIP_BAR = 22  # px of the tallest bucket of blocked reports
+
+
 def _strip(w: WorkloadData, axis: Axis) -> str:
-    """One mark per audit event of the workload at its tick: decisions on top, blocked below."""
-    h = 54
+    """Decisions one mark each at their tick; blocked reports counted per time bucket, a bar each.
+
+    A bar's height is its count against the busiest bucket of the workload (named at the right),
+    stacked by reason, so a busy workload reads as a histogram instead of a solid bar.
+    """
+    step = axis.bucket()
+    buckets = blocked_buckets(w.events, step)
+    peak = max((b.count for b in buckets), default=0)
+    top_blocked, applied_y = 27, 27 + STRIP_BAR + 9
+    h = applied_y + 8
     parts = []
     for t, _, strong in axis.ticks():
         x = axis.x(t)
         parts.append(
-            f'<line x1="{_fmt(x)}" x2="{_fmt(x)}" y1="4" y2="{h - 16}" stroke="{"#94a3b8" if strong else "#e2e8f0"}"/>'
+            f'<line x1="{_fmt(x)}" x2="{_fmt(x)}" y1="4" y2="{applied_y - 4}" '
+            f'stroke="{"#94a3b8" if strong else "#e2e8f0"}"/>'
         )
     parts.append(f'<text x="{LEFT - 6}" y="17" text-anchor="end" class="yl">decisions</text>')
     parts.append(f'<text x="{LEFT - 6}" y="36" text-anchor="end" class="yl">blocked</text>')
+    parts.append(f'<text x="{LEFT - 6}" y="48" text-anchor="end" class="yl">per {_step_words(step)}</text>')
     parts.append(f'<line x1="{LEFT}" x2="{axis.width - RIGHT}" y1="24" y2="24" stroke="#cbd5e1"/>')
+    if peak:
+        parts.append(
+            f'<text x="{axis.width - RIGHT + 4}" y="{top_blocked + STRIP_BAR}" class="bl">max {peak}</text>'
+            f'<line x1="{axis.width - RIGHT}" x2="{axis.width - RIGHT + 3}" y1="{top_blocked + STRIP_BAR}" '
+            f'y2="{top_blocked + STRIP_BAR}" stroke="#94a3b8"/>'
+        )
+    for b in buckets:
+        x0, x1 = axis.x(b.start), axis.x(b.end)
+        width = max(1.0, x1 - x0 - 1.5)
+        title = f"<title>{html.escape(_bucket_title(b, step))}</title>"
+        parts.append(
+            f'<g class="bucket" data-start="{b.start!r}" data-end="{b.end!r}" data-count="{b.count}" '
+            f'data-x="{_fmt(x0)}">{title}'
+        )
+        y = float(top_blocked)
+        for reason, n in b.reasons:  # stacked downwards from the axis line, largest reason first
+            seg = STRIP_BAR * n / peak
+            parts.append(
+                f'<rect x="{_fmt(x0 + 0.75)}" y="{_fmt(y)}" width="{_fmt(width)}" height="{_fmt(seg)}" '
+                f'fill="{_reason_color(reason)}"/>'
+            )
+            y += seg
+        parts.append("</g>")
     for e in w.events:
         x = _fmt(axis.x(e.ts))
         title = f"<title>{html.escape(_title(e))}</title>"
@@ -321,17 +400,10 @@ def _strip(w: WorkloadData, axis: Axis) -> str:
                 f'<rect class="ev" x="{float(x) - 1.5:.1f}" y="6" width="3" height="16" fill="{color}"'
                 f"{_data_attrs(e)}>{title}</rect>"
             )
-        elif e.type == "blocked":
-            reasons = [str(b.get("reason")) for b in e.data.get("blocked") or []]
-            color = _reason_color(reasons[0] if reasons else "")
-            parts.append(
-                f'<rect class="ev" x="{float(x) - 1:.1f}" y="27" width="2" height="12" fill="{color}"'
-                f"{_data_attrs(e)}>{title}</rect>"
-            )
         elif e.type in ("applied", "apply_failed"):
             color = DECISION_COLOR if e.type == "applied" else "#b91c1c"
             parts.append(
-                f'<circle class="ev" cx="{x}" cy="{h - 10}" r="2.5" fill="{color}"{_data_attrs(e)}>{title}</circle>'
+                f'<circle class="ev" cx="{x}" cy="{applied_y}" r="2.5" fill="{color}"{_data_attrs(e)}>{title}</circle>'
             )
     return (
         f'<svg class="strip" width="{axis.width}" height="{h}" viewBox="0 0 {axis.width} {h}" role="img"{axis.attrs()}>'
@@ -349,20 +421,49 @@ def _value_at(points: Sequence[tuple[float, Any]], t: float) -> Any:
     return value
 
 
+def replica_wanted(w: WorkloadData) -> Callable[[AuditEvent], list[tuple[float, str]]]:
+    """(value, reason) of each blocked replicas change of an event (the replicas then when none is given)."""
+
+    def wanted(e: AuditEvent) -> list[tuple[float, str]]:
+        if e.type not in ("decision", "blocked"):
+            return []
+        out = []
+        for b in e.data.get("blocked") or []:
+            if b.get("target") != "replicas":
+                continue
+            v = b.get("wanted") if isinstance(b.get("wanted"), int) else _value_at(w.replicas, e.ts)
+            if isinstance(v, int):
+                out.append((float(v), str(b.get("reason"))))
+        return out
+
+    return wanted
+
+
+def replica_range(w: WorkloadData, ranges: Sequence[WantedRange]) -> tuple[float, float]:
+    """(low, high) of the replicas axis: every value drawn on it, from zero."""
+    values: list[float] = [v for _, v in w.replicas] + [v for _, v in w.hpa_desired]
+    values += [b for _, lo, hi in w.bounds for b in (lo, hi) if b is not None]
+    values += [r.high for r in ranges]
+    for e in w.events:
+        r = e.data.get("replicas")
+        if e.type == "decision" and isinstance(r, Mapping) and isinstance(r.get("to"), int):
+            values.append(r["to"])
+    return 0.0, max(values or [1]) * 1.08
+
+
+def _range_title(r: WantedRange, step: int, fmt: Callable[[float], str]) -> str:
+    span = fmt(r.low) if r.low == r.high else f"{fmt(r.low)} to {fmt(r.high)}"
+    return f"{_when(r.start)} + {_step_words(step)}: {r.count} blocked change(s) wanting {span} (mostly {r.reason})"
+
+
 def _replicas_chart(w: WorkloadData, axis: Axis) -> str | None:
     decisions = [e for e in w.events if e.type in ("decision", "blocked")]
     if not w.replicas and not any("replicas" in e.data for e in decisions):
         return None
-    values = [v for _, v in w.replicas] + [v for _, v in w.hpa_desired]
-    values += [b for _, lo, hi in w.bounds for b in (lo, hi) if b is not None]
-    for e in decisions:
-        r = e.data.get("replicas")
-        if isinstance(r, Mapping):
-            values.append(r.get("to", 0))
-        for b in e.data.get("blocked") or []:
-            if b.get("target") == "replicas" and isinstance(b.get("wanted"), int):
-                values.append(b["wanted"])
-    c = Chart(axis, 140, max(values or [1]) * 1.08, "replicas", integer=True)
+    step = axis.bucket()
+    ranges = wanted_ranges(w.events, step, replica_wanted(w))
+    _, top = replica_range(w, ranges)
+    c = Chart(axis, 140, top, "replicas", integer=True)
     c.grid()
     if w.bounds:
         c.steps([(max(t, axis.t0), hi) for t, _, hi in w.bounds], BOUND, 1.2, "6 4")
@@ -373,35 +474,29 @@ def _replicas_chart(w: WorkloadData, axis: Axis) -> str | None:
                 c.parts.append(
                     f'<text x="{axis.width - RIGHT + 4}" y="{_fmt(c.y(v) + 4)}" class="bl">{word} {v}</text>'
                 )
-    c.steps(w.hpa_desired, HPA, 1.2, "2 3")
-    c.steps(w.replicas, REPLICAS, 2.2)
+    # Held-back values behind the lines; the HPA recommendation over the replicas (it often equals
+    # them and would vanish underneath), thinner and dashed so both can be told apart.
+    c.ranges(ranges, lambda r: _range_title(r, step, lambda v: f"{v:g} replicas"))
+    c.steps(w.replicas, REPLICAS, 2.6)
+    c.steps(w.hpa_desired, HPA, 1.6, "5 4")
     for e in decisions:
         r = e.data.get("replicas")
         if e.type == "decision" and isinstance(r, Mapping) and isinstance(r.get("to"), int):
             up = not (isinstance(r.get("from"), int) and r["to"] < r["from"])
             color = "#94a3b8" if e.data.get("dry_run") else DECISION_COLOR
             c.mark(e.ts, r["to"], "decision", color, _title(e), up=up, data=_data_attrs(e))
-        for b in e.data.get("blocked") or []:
-            if b.get("target") != "replicas":
-                continue
-            v = b.get("wanted") if isinstance(b.get("wanted"), int) else _value_at(w.replicas, e.ts)
-            if isinstance(v, int):
-                c.mark(e.ts, v, "blocked", _reason_color(str(b.get("reason"))), _title(e), data=_data_attrs(e))
     return c.svg()
 
 
 def _resource_marks(w: WorkloadData, cname: str, res: str) -> list[tuple[AuditEvent, float, str, str, bool]]:
-    """(event, value, "decision"|"blocked", colour, upwards) for one container resource's chart."""
-    from scaling.quantity import parse_quantity
-
-    target = f"{cname}/{res}"
+    """(event, value, "decision", colour, upwards) of the decisions on one container resource."""
     marks: list[tuple[AuditEvent, float, str, str, bool]] = []
     for e in w.events:
-        if e.type not in ("decision", "blocked"):
+        if e.type != "decision":
             continue
         for section in ("requests", "limits"):
             ch = ((e.data.get("containers") or {}).get(cname) or {}).get(section, {}).get(res)
-            if e.type == "decision" and isinstance(ch, Mapping):
+            if isinstance(ch, Mapping):
                 try:
                     to = parse_quantity(ch["to"]) / 1000
                     before = parse_quantity(ch["from"]) / 1000 if ch.get("from") is not None else None
@@ -409,32 +504,58 @@ def _resource_marks(w: WorkloadData, cname: str, res: str) -> list[tuple[AuditEv
                     continue
                 color = "#94a3b8" if e.data.get("dry_run") else (DECISION_COLOR if section == "requests" else LIMIT)
                 marks.append((e, to, "decision", color, before is None or to >= before))
+    return marks
+
+
+def resource_wanted(cname: str, res: str) -> Callable[[AuditEvent], list[tuple[float, str]]]:
+    """(value, reason) of each blocked change of one container resource in an event."""
+    target = f"{cname}/{res}"
+
+    def wanted(e: AuditEvent) -> list[tuple[float, str]]:
+        out = []
         for b in e.data.get("blocked") or []:
             if b.get("target") == target and b.get("wanted") is not None:
                 try:
-                    marks.append(
-                        (e, parse_quantity(b["wanted"]) / 1000, "blocked", _reason_color(str(b.get("reason"))), True)
-                    )
+                    out.append((parse_quantity(b["wanted"]) / 1000, str(b.get("reason"))))
                 except Exception:
                     continue
-    return marks
+        return out
+
+    return wanted
+
+
+def resource_range(
+    rd: ResourceData, res: str, marks: Sequence[tuple[AuditEvent, float, str, str, bool]], ranges: Sequence[WantedRange]
+) -> ValueRange:
+    """The y axis of one container resource (:func:`scales.value_range`), for both painters."""
+    shown = [hi for _, _, _, hi in rd.usage.points] + [v for _, v in rd.requests if v is not None]
+    shown += [v for _, v in rd.vpa] + [m[1] for m in marks] + [r.high for r in ranges]
+    return value_range(res, shown, [v for _, v in rd.limits if v is not None])
 
 
 def _resource_chart(w: WorkloadData, cname: str, res: str, rd: ResourceData, axis: Axis) -> str | None:
     marks = _resource_marks(w, cname, res)
-    if not (rd.usage.points or rd.requests or rd.limits or marks):
+    step = axis.bucket()
+    ranges = wanted_ranges(w.events, step, resource_wanted(cname, res))
+    if not (rd.usage.points or rd.requests or rd.limits or marks or ranges):
         return None
-    values = [hi for _, _, _, hi in rd.usage.points] + [v for _, v in rd.requests if v is not None]
-    values += [v for _, v in rd.limits if v is not None] + [v for _, v in rd.vpa] + [m[1] for m in marks]
-    top = max(values or [1.0]) * 1.08
-    div, suffix, name = _unit(res, top)
-    c = Chart(axis, 150, top, name, div=div, suffix=suffix)
+    vr = resource_range(rd, res, marks, ranges)
+    u = vr.unit
+    c = Chart(axis, 150, vr.high, u.name, div=u.div, suffix=u.suffix, y_min=vr.low)
     c.grid()
+    c.ranges(ranges, lambda r: _range_title(r, step, lambda v: _label(v, u.div, u.suffix)))
     c.band(rd.usage.points, BAND)
     c.line([(t, avg) for t, avg, _, _ in rd.usage.points], USAGE, 1.3)
-    c.steps(rd.vpa, VPA, 1.2, "2 3")
-    c.steps(rd.limits, LIMIT, 2.0, "7 4")
+    c.steps(rd.vpa, VPA, 1.4, "3 3")
+    # A limit above the axis is not drawn at its edge (it would read as a value there); it is named.
+    c.steps([(t, v if v is None or v <= c.y_max else None) for t, v in rd.limits], LIMIT, 2.0, "7 4")
     c.steps(rd.requests, REQUEST, 2.2)
+    if vr.above:
+        c.parts.append(
+            f'<text x="{axis.width - RIGHT + 4}" y="{c.top + 4}" class="bl">limit</text>'
+            f'<text x="{axis.width - RIGHT + 4}" y="{c.top + 16}" class="bl">'
+            f"\u2191 {_label(vr.above[-1], u.div, u.suffix)}</text>"
+        )
     for e, v, kind, color, up in marks:
         c.mark(e.ts, v, kind, color, _title(e), up=up, data=_data_attrs(e))
     return c.svg()

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import html
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from analysis.audit import AuditEvent
 from analysis.report.charts import (
+    BAND,
+    BAND_OPACITY,
     BOUND,
     DECISION_COLOR,
     HPA,
@@ -17,14 +19,21 @@ from analysis.report.charts import (
     REQUEST,
     USAGE,
     VPA,
+    WANTED_OPACITY,
     Axis,
     _reason_color,
     _replicas_chart,
     _resource_chart,
+    _resource_marks,
     _series_chart,
+    _step_words,
     _strip,
+    replica_wanted,
+    resource_range,
+    resource_wanted,
 )
 from analysis.report.collect import ReportData, WorkloadData
+from analysis.report.scales import wanted_ranges
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:#0f172a;
@@ -64,6 +73,12 @@ def _sw(color: str, dash: bool = False, width: int = 3) -> str:
     return f'<i class="sw" style="{style}"></i>'
 
 
+def _held_box(reasons: Mapping[str, int]) -> str:
+    """The swatch of the held-back ranges: the colour of the most frequent reason, as faint as drawn."""
+    color = _reason_color(next(iter(reasons))) if reasons else "#6b7280"
+    return f'<i class="box" style="background:{color};opacity:{WANTED_OPACITY}"></i>'
+
+
 def _reason_counts(events: Sequence[AuditEvent]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for e in events:
@@ -98,13 +113,17 @@ def _section(w: WorkloadData, axis: Axis, from_stream: bool) -> str:
         f"{html.escape(str(pol.get('name', '')))} · mode {html.escape(str(pol.get('mode', '-')))}</span></div>"
     )
     out.append(f'<div class="counts">{html.escape(counts)}</div>')
+    step = axis.bucket()
     legend: list[tuple[str, str]] = [
         (f'<i class="tri" style="border-bottom-color:{DECISION_COLOR}"></i>', "decision (at the new value)")
     ]
     for r in reasons:
-        legend.append((f'<i class="dot" style="border-color:{_reason_color(r)}"></i>', f"blocked: {r}"))
+        legend.append((f'<i class="box" style="background:{_reason_color(r)}"></i>', f"blocked: {r}"))
+    if reasons:
+        legend.append(("", f"(blocked: counted per {_step_words(step)}; in the charts, the values held back)"))
     out.append(_legend(legend))
     out.append(_strip(w, axis))
+    held = _held_box(reasons)
     rep = _replicas_chart(w, axis)
     if rep:
         items = [(_sw(REPLICAS), "replicas" + (" (observed)" if from_stream else " (from the decisions)"))]
@@ -112,6 +131,8 @@ def _section(w: WorkloadData, axis: Axis, from_stream: bool) -> str:
             items.append((_sw(HPA, True, 2), "HPA recommendation"))
         if w.bounds:
             items.append((_sw(BOUND, True, 2), "policy min / max"))
+        if wanted_ranges(w.events, step, replica_wanted(w)):
+            items.append((held, "held back (range wanted)"))
         out.append(_legend(items, "replicas") + rep)
     for cname in sorted(w.containers):
         for res in ("cpu", "memory", *sorted(set(w.containers[cname]) - {"cpu", "memory"})):
@@ -121,17 +142,29 @@ def _section(w: WorkloadData, axis: Axis, from_stream: bool) -> str:
             svg = _resource_chart(w, cname, res, rd, axis)
             if not svg:
                 continue
+            # Only what the chart draws: a legend entry with nothing behind it is noise.
             items = []
             if rd.usage.points:
                 items += [
                     (_sw(USAGE), "usage (per-pod average)"),
-                    ('<i class="box" style="background:#93c5fd99"></i>', "lowest to highest pod"),
+                    (
+                        f'<i class="box" style="background:{BAND};opacity:{BAND_OPACITY}"></i>',
+                        "lowest to highest pod",
+                    ),
                 ]
-            items += [(_sw(REQUEST), "request"), (_sw(LIMIT, True), "limit")]
+            if any(v is not None for _, v in rd.requests):
+                items.append((_sw(REQUEST), "request"))
+            ranges = wanted_ranges(w.events, step, resource_wanted(cname, res))
+            marks = _resource_marks(w, cname, res)
+            above = resource_range(rd, res, marks, ranges).above
+            if any(v is not None for _, v in rd.limits):
+                items.append((_sw(LIMIT, True), "limit (\u2191 above the chart)" if above else "limit"))
             if rd.vpa:
                 items.append((_sw(VPA, True, 2), "VPA target"))
             if _limit_decisions(w, cname, res):
                 items.append((f'<i class="tri" style="border-bottom-color:{LIMIT}"></i>', "decision on the limit"))
+            if ranges:
+                items.append((held, "held back (range wanted)"))
             out.append(_legend(items, f"{cname} {res}") + svg)
     for name in sorted(w.series):
         items = [(_sw(USAGE), "value (mean over the samples of an event)")]

@@ -11,10 +11,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from analysis.report.charts import (
     BAND,
+    BAND_OPACITY,
     BOUND,
     DECISION_COLOR,
     HPA,
@@ -22,13 +23,23 @@ from analysis.report.charts import (
     REPLICAS,
     REQUEST,
     USAGE,
+    VPA,
+    WANTED_OPACITY,
     WIDTH,
+    Axis,
+    _bucket,
+    _label,
     _reason_color,
     _resource_marks,
-    _unit,
+    _step_words,
+    replica_range,
+    replica_wanted,
+    resource_range,
+    resource_wanted,
 )
 from analysis.report.collect import ReportData, WorkloadData
 from analysis.report.page import render_html
+from analysis.report.scales import WantedRange, blocked_buckets, wanted_ranges
 
 
 def _slug(key: str) -> str:
@@ -89,7 +100,13 @@ def _pngs_chromium(data: ReportData, title: str, out: Path, chromium: str) -> li
     return made
 
 
-def _pngs_matplotlib(data: ReportData, title: str, out: Path) -> list[Path]:  # pragma: no cover - optional
+def _pngs_matplotlib(data: ReportData, title: str, out: Path) -> list[Path]:
+    """One PNG per workload, the same charts as the page from the same data (:mod:`analysis.report.scales`).
+
+    Legends sit above their axes (never over the data); the lines are layered as on the page: held-back
+    ranges at the back, then band, usage, VPA target, limit, request, replicas, the HPA recommendation
+    over the replicas, decision marks on top.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -99,80 +116,125 @@ def _pngs_matplotlib(data: ReportData, title: str, out: Path) -> list[Path]:  # 
     def dt(ts: Sequence[float]) -> list[datetime]:
         return [datetime.fromtimestamp(max(t, data.t0), UTC) for t in ts]
 
+    def steps(ax: Any, series: Sequence[tuple[float, float | None]], **kw: Any) -> None:
+        pts = [(t, v) for t, v in series if v is not None]
+        if pts:
+            ax.step(dt([t for t, _ in pts] + [data.t1]), [v for _, v in pts] + [pts[-1][1]], where="post", **kw)
+
+    def ranges(ax: Any, rs: Sequence[WantedRange], top: float, div: float = 1.0) -> None:
+        """Held-back ranges as faint bars, at least 3 % of the axis tall (as the page's 4 px)."""
+        least = top * 0.03
+        for i, r in enumerate(rs):
+            lo, hi = r.low / div, r.high / div
+            if hi - lo < least:
+                lo, hi = (lo + hi - least) / 2, (lo + hi + least) / 2
+            ax.bar(dt([r.start])[0], hi - lo, bottom=lo, width=(r.end - r.start) / 86400 * 0.9, align="edge",
+                   color=_reason_color(r.reason), alpha=WANTED_OPACITY, lw=0, zorder=1,
+                   label="held back (range wanted)" if i == 0 else None)  # fmt: skip
+
+    def legend(ax: Any) -> None:
+        handles, labels = ax.get_legend_handles_labels()
+        if handles:
+            ax.legend(handles, labels, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=6, fontsize=8, frameon=False)
+
+    axis = Axis(data.t0, data.t1)
+    step = axis.bucket()
     made = []
     for key in sorted(data.workloads):
         w = data.workloads[key]
         resources = [(c, r, rd) for c in sorted(w.containers) for r, rd in sorted(w.containers[c].items())]
-        n = 1 + len(resources) + len(w.series)
-        fig, axes = plt.subplots(n, 1, figsize=(14, 2.6 * n), sharex=True, squeeze=False)
+        buckets = blocked_buckets(w.events, step)
+        n = 2 + len(resources) + len(w.series)
+        ratios = [0.45] + [1.0] * (n - 1)
+        fig, axes = plt.subplots(n, 1, figsize=(14, 0.9 + 2.7 * (n - 0.55)), sharex=True, squeeze=False,
+                                 gridspec_kw={"height_ratios": ratios})  # fmt: skip
+        # Blocked reports per bucket, stacked by reason, and the decisions as ticks on top.
         ax = axes[0][0]
-        if w.replicas:
-            ax.step(
-                dt([t for t, _ in w.replicas] + [data.t1]),
-                [v for _, v in w.replicas] + [w.replicas[-1][1]],
-                where="post",
-                color=REPLICAS,
-                label="replicas",
-            )
-        if w.hpa_desired:
-            ax.step(
-                dt([t for t, _ in w.hpa_desired]),
-                [v for _, v in w.hpa_desired],
-                where="post",
-                color=HPA,
-                ls=":",
-                label="HPA recommendation",
-            )
+        bottoms = [0.0] * len(buckets)
+        for reason in sorted({r for b in buckets for r, _ in b.reasons}):
+            heights = [dict(b.reasons).get(reason, 0) for b in buckets]
+            ax.bar(dt([b.start for b in buckets]), heights, bottom=bottoms, width=step / 86400 * 0.85, align="edge",
+                   color=_reason_color(reason), label=f"blocked: {reason}")  # fmt: skip
+            bottoms = [a + h for a, h in zip(bottoms, heights, strict=True)]
+        peak = max(bottoms, default=0.0)
+        decisions = [e.ts for e in w.events if e.type == "decision"]
+        if decisions:
+            ax.plot(dt(decisions), [peak * 1.25 + 1] * len(decisions), ls="", marker="|", ms=10, mew=2,
+                    color=DECISION_COLOR, label="decision")  # fmt: skip
+        ax.set_ylim(0, peak * 1.25 + 2)
+        ax.set_ylabel(f"blocked\nper {_step_words(step)}")
+        legend(ax)
+        ax = axes[1][0]
+        rep_ranges = wanted_ranges(w.events, step, replica_wanted(w))
+        rep_top = replica_range(w, rep_ranges)[1]
+        ranges(ax, rep_ranges, rep_top)
         for _, lo, hi in w.bounds[-1:]:
             for v in (lo, hi):
                 if v is not None:
-                    ax.axhline(v, color=BOUND, ls="--", lw=1)
+                    ax.axhline(v, color=BOUND, ls="--", lw=1, zorder=2, label="policy min / max" if v == hi else None)
+        steps(ax, w.replicas, color=REPLICAS, lw=2.6, zorder=3, label="replicas")
+        if w.hpa_desired:
+            steps(ax, w.hpa_desired, color=HPA, lw=1.6, ls=(0, (5, 4)), zorder=4, label="HPA recommendation")
+        ups, downs = [], []
         for e in w.events:
             r = e.data.get("replicas")
-            if e.type == "decision" and isinstance(r, Mapping):
-                ax.plot(dt([e.ts]), [r["to"]], marker="^", color=DECISION_COLOR, ls="")
-            for b in e.data.get("blocked") or []:
-                if b.get("target") == "replicas" and isinstance(b.get("wanted"), int):
-                    ax.plot(dt([e.ts]), [b["wanted"]], marker="o", mfc="none", ls="", ms=4,
-                            color=_reason_color(str(b.get("reason"))))  # fmt: skip
-        ax.set_ylabel("replicas")
-        ax.legend(loc="upper left", fontsize=8)
-        for i, (cname, res, rd) in enumerate(resources, 1):
-            ax = axes[i][0]
-            values = [p[3] for p in rd.usage.points] + [v for _, v in rd.requests + rd.limits if v is not None]
-            div, _, unit = _unit(res, max(values or [1.0]))
-            pts = [(t, a / div, lo / div, hi / div) for t, a, lo, hi in rd.usage.points]
+            if e.type == "decision" and isinstance(r, Mapping) and isinstance(r.get("to"), int):
+                down = isinstance(r.get("from"), int) and r["to"] < r["from"]
+                (downs if down else ups).append((e.ts, r["to"]))
+        for pts, marker in ((ups, "^"), (downs, "v")):
             if pts:
-                ax.fill_between(
-                    dt([p[0] for p in pts]), [p[2] for p in pts], [p[3] for p in pts], color=BAND, alpha=0.35
-                )
-                ax.plot(
-                    dt([p[0] for p in pts]), [p[1] for p in pts], color=USAGE, lw=1, label="usage (per-pod average)"
-                )
-            for series, color, ls, label in ((rd.requests, REQUEST, "-", "request"), (rd.limits, LIMIT, "--", "limit")):
-                s = [(t, v / div) for t, v in series if v is not None]
-                if s:
-                    ax.step(
-                        dt([t for t, _ in s] + [data.t1]),
-                        [v for _, v in s] + [s[-1][1]],
-                        where="post",
-                        color=color,
-                        ls=ls,
-                        label=label,
-                    )
-            for e, v, kind, color, up in _resource_marks(w, cname, res):
-                marker = ("^" if up else "v") if kind == "decision" else "o"
-                ax.plot(dt([e.ts]), [v / div], marker=marker, ls="", ms=5 if kind == "decision" else 4, color=color,
-                        mfc=color if kind == "decision" else "none")  # fmt: skip
-            ax.set_ylabel(f"{cname} {unit}")
-            ax.legend(loc="upper left", fontsize=8)
-        for j, name in enumerate(sorted(w.series), 1 + len(resources)):
+                ax.plot(dt([t for t, _ in pts]), [v for _, v in pts], marker=marker, ls="", ms=7,
+                        color=DECISION_COLOR, mec="white", mew=0.6, zorder=5,
+                        label="decision" if marker == "^" or not ups else None)  # fmt: skip
+        ax.set_ylim(0, rep_top)
+        ax.set_ylabel("replicas")
+        legend(ax)
+        for i, (cname, res, rd) in enumerate(resources, 2):
+            ax = axes[i][0]
+            marks = _resource_marks(w, cname, res)
+            res_ranges = wanted_ranges(w.events, step, resource_wanted(cname, res))
+            vr = resource_range(rd, res, marks, res_ranges)
+            div = vr.unit.div
+            ranges(ax, res_ranges, vr.high / div, div)
+            # Bucketed to the page's pixel columns, as the page draws it (mean, lowest, highest).
+            pts = [(t, a / div, lo / div, hi / div) for t, a, lo, hi in _bucket(rd.usage.points, axis)]
+            if pts:
+                ax.fill_between(dt([p[0] for p in pts]), [p[2] for p in pts], [p[3] for p in pts], color=BAND,
+                                alpha=BAND_OPACITY, lw=0, zorder=2, label="lowest to highest pod")  # fmt: skip
+                ax.plot(dt([p[0] for p in pts]), [p[1] for p in pts], color=USAGE, lw=1, zorder=3,
+                        label="usage (per-pod average)")  # fmt: skip
+            if rd.vpa:
+                steps(ax, [(t, v / div) for t, v in rd.vpa], color=VPA, lw=1.4, ls=(0, (3, 3)), zorder=4,
+                      label="VPA target")  # fmt: skip
+            limits = [(t, v / div if v is not None else None) for t, v in rd.limits]
+            if any(v is not None for _, v in limits):
+                label = "limit (\u2191 above the chart)" if vr.above else "limit"
+                steps(ax, limits, color=LIMIT, lw=1.8, ls="--", zorder=4, label=label)
+            reqs = [(t, v / div if v is not None else None) for t, v in rd.requests]
+            if any(v is not None for _, v in reqs):
+                steps(ax, reqs, color=REQUEST, lw=2.0, zorder=4, label="request")
+            for e, v, _kind, color, up in marks:
+                ax.plot(dt([e.ts]), [v / div], marker="^" if up else "v", ls="", ms=6, color=color, mec="white",
+                        mew=0.6, zorder=5)  # fmt: skip
+            top = vr.high / div
+            ax.set_ylim(vr.low / div, top)
+            if vr.above:
+                ax.annotate(f"limit \u2191 {_label(vr.above[-1], div, vr.unit.suffix)}", xy=(1.0, 1.0),
+                            xycoords="axes fraction", xytext=(4, -10), textcoords="offset points", fontsize=8,
+                            color=LIMIT)  # fmt: skip
+            ax.set_ylabel(f"{cname} {vr.unit.name}")
+            legend(ax)
+        for j, name in enumerate(sorted(w.series), 2 + len(resources)):
             ax = axes[j][0]
-            ax.plot(dt([t for t, _ in w.series[name]]), [v for _, v in w.series[name]], color=USAGE, lw=1)
+            ax.plot(dt([t for t, _ in w.series[name]]), [v for _, v in w.series[name]], color=USAGE, lw=1,
+                    label="value (mean over the samples of an event)")  # fmt: skip
             if name in w.series_target:
-                ax.axhline(w.series_target[name], color=BOUND, ls="--", lw=1)
+                ax.axhline(w.series_target[name], color=BOUND, ls="--", lw=1, label="policy target")
+            ax.set_ylim(bottom=0)
             ax.set_ylabel(name)
+            legend(ax)
         axes[-1][0].xaxis.set_major_formatter(mdates.DateFormatter("%b %d %H:%M"))
+        axes[-1][0].set_xlim(dt([data.t0])[0], dt([data.t1])[0])
         fig.suptitle(f"{title}: {key}")
         fig.tight_layout()
         png = out / f"{_slug(key)}.png"

@@ -43,6 +43,7 @@ class Marks(HTMLParser):
         self.tags: Counter[str] = Counter()
         self.attrs: list[tuple[str, str]] = []
         self.svgs: list[dict[str, str]] = []
+        self.buckets: list[dict[str, Any]] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = {k: v or "" for k, v in attrs}
@@ -53,6 +54,8 @@ class Marks(HTMLParser):
         elif tag == "svg":
             self.svg_class = a.get("class")
             self.svgs.append(a)
+        if a.get("class") == "bucket":
+            self.buckets.append({"section": self.section, "svg": self.svg_class, **a})
         if "data-tick" in a:
             self.marks.append({"section": self.section, "svg": self.svg_class, "tag": tag, **a})
 
@@ -79,16 +82,35 @@ def test_report_writes_the_audit_it_shows_byte_for_byte_as_tandem_replay(example
     assert (out / "audit.jsonl").read_bytes() == b"".join(orjson.dumps(e) + b"\n" for e in audit)
 
 
-def test_every_audit_event_has_one_mark_in_its_workloads_strip_at_its_tick(example_report) -> None:
+def _hour_counts(audit: list[dict[str, Any]], subject: str | None = None) -> Counter[tuple[str, float]]:
+    """Blocked reports per (workload, hour): what the strips must show for the example (1 h buckets)."""
+    return Counter(
+        (e["subject"], e["data"]["tick"] // 3600 * 3600)
+        for e in audit
+        if e["type"] == "dev.tandem.blocked.v1" and subject in (None, e["subject"])
+    )
+
+
+def test_every_decision_has_one_mark_and_blocked_reports_are_counted_per_hour(example_report) -> None:
     out, audit = example_report
-    marks = [m for m in parse(out / "index.html").marks if m["svg"] == "strip"]
+    parsed = parse(out / "index.html")
+    marks = [m for m in parsed.marks if m["svg"] == "strip"]
     shown = Counter((m["section"], float(m["data-tick"]), m["data-type"], m["data-id"]) for m in marks)
-    short = {"dev.tandem.decision.v1": "decision", "dev.tandem.blocked.v1": "blocked"}
-    expected = Counter((e["subject"], e["data"]["tick"], short[e["type"]], e["id"]) for e in audit)
+    expected = Counter(
+        (e["subject"], e["data"]["tick"], "decision", e["id"]) for e in audit if e["type"] == "dev.tandem.decision.v1"
+    )
     assert shown == expected
+    # Blocked reports: one bar per hour that has any (72 h over 1102 px: 1 h is the smallest round
+    # bucket at least 8 px wide), its count the reports whose tick falls in the hour.
+    buckets = {(b["section"], float(b["data-start"])): int(b["data-count"]) for b in parsed.buckets}
+    assert all(float(b["data-end"]) - float(b["data-start"]) == 3600 for b in parsed.buckets)
+    assert buckets == dict(_hour_counts(audit))
+    assert sum(buckets.values()) == 598
+    encoder = [n for (section, _), n in buckets.items() if section == "us-2/media/Deployment/encoder"]
+    assert (sum(encoder), max(encoder)) == (435, 19)
+    assert ">max 19<" in (out / "index.html").read_text(encoding="utf-8")
     # One time axis for the whole page, from the first event to the last tick: x is the same
     # linear function of the tick in every chart (coordinates are written to 0.1 px).
-    parsed = parse(out / "index.html")
     axes = {(a["data-t0"], a["data-t1"], a["data-x0"], a["data-scale"]) for a in parsed.svgs}
     assert len(axes) == 1
     t0, t1, x0, scale = map(float, axes.pop())
@@ -98,6 +120,8 @@ def test_every_audit_event_has_one_mark_in_its_workloads_strip_at_its_tick(examp
     for m in marks:
         x = float(m["x"]) + float(m["width"]) / 2
         assert abs(x - (x0 + (float(m["data-tick"]) - t0) * scale)) <= 0.051, m
+    for b in parsed.buckets:
+        assert abs(float(b["data-x"]) - (x0 + (float(b["data-start"]) - t0) * scale)) <= 0.051, b
 
 
 def test_value_charts_mark_each_decision_and_blocked_change_at_an_audit_tick(example_report) -> None:
@@ -148,8 +172,14 @@ def test_report_from_an_audit_file_alone_draws_replicas_from_the_decisions(tmp_p
     assert "from the audit stream alone (no usage samples)" in page
     assert "replicas (from the decisions)" in page
     assert "usage (per-pod average)" not in page
-    marks = [m for m in parse(tmp_path / "index.html").marks if m["svg"] == "strip"]
-    assert {m["data-id"] for m in marks} == {e["id"] for e in audit if e["subject"] == "eu-1/shop/Deployment/api"}
+    parsed = parse(tmp_path / "index.html")
+    api = "eu-1/shop/Deployment/api"
+    marks = [m for m in parsed.marks if m["svg"] == "strip"]
+    assert {m["data-id"] for m in marks} == {
+        e["id"] for e in audit if e["subject"] == api and e["type"] == "dev.tandem.decision.v1"
+    }
+    buckets = Counter({(api, float(b["data-start"])): int(b["data-count"]) for b in parsed.buckets})
+    assert buckets == _hour_counts(audit, api)
 
 
 def test_report_shows_applier_results_from_an_audit_file_beside_the_replay(tmp_path: Path) -> None:
@@ -181,8 +211,13 @@ def test_report_shows_applier_results_from_an_audit_file_beside_the_replay(tmp_p
     assert result.returncode == 0, result.stderr
     marks = parse(tmp_path / "r" / "index.html").marks
     shown = [(m["data-type"], float(m["data-tick"])) for m in marks if m["svg"] == "strip"]
-    expected = [(e["type"].split(".")[2], e["data"]["tick"]) for e in replayed] + [("applied", T0 + 16)]
-    assert shown == sorted(expected, key=lambda x: x[1])
+    expected = [("decision", decision["data"]["tick"]), ("applied", T0 + 16)]
+    assert shown == expected
+    blocked = [e for e in replayed if e["type"] == "dev.tandem.blocked.v1"]
+    assert len(blocked) == 1
+    # 20 s of events: buckets of a minute, the one blocked report in the minute of its tick.
+    (bucket,) = parse(tmp_path / "r" / "index.html").buckets
+    assert (float(bucket["data-start"]), bucket["data-count"]) == (blocked[0]["data"]["tick"] // 60 * 60, "1")
     assert "1 decision(s), 1 blocked report(s), 1 applied, 0 apply failure(s)" in (
         tmp_path / "r" / "index.html"
     ).read_text(encoding="utf-8")
