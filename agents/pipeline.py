@@ -46,9 +46,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import orjson
-from faust.streams import _current_event  # the context Faust's tables read their partition from
 from faust.types import TP
 
+from agents.fence import committed_offsets, current_event, in_consumer_thread
 from agents.settings import WorkerSettings
 from agents.stall import StallWatch
 from scaling.cloudevents import BLOCKED, DECISION
@@ -63,6 +63,10 @@ __all__ = ["Pipeline", "deadletter_record", "install"]
 #: Audit event types an applier only reports (policy status, Events), never applies; a dry-run
 #: decision is one too (its ``dry_run`` flag says so).
 STATUS_ONLY = frozenset({BLOCKED, DECISION})
+
+#: Input types whose topics have no offset gaps (time retention, non-transactional producers);
+#: workloads and policies are compacted, so gaps there are normal.
+_GAPLESS = frozenset({"metric", "hpa", "vpa"})
 
 #: Seconds after an assignment during which a missing committed offset is asked for again rather
 #: than taken for "never committed" (see :meth:`Pipeline._learn_starts`).
@@ -145,6 +149,7 @@ class Pipeline:
         self.lock = asyncio.Lock()
         #: No silent stall (issue #18): inputs with lag and no progress are logged, gauged, unready.
         self.stalls = StallWatch(settings.stall_timeout, settings.stall_exit)
+        self.commit_stalls = StallWatch(settings.stall_timeout, settings.stall_exit, what="commit")
         self._stalled_logged: set[tuple[str, int]] = set()
         #: The broker's end offsets of the assigned inputs, asked every ``stall_timeout / 3`` s: an
         #: input paused before its first fetch has no high watermark in the consumer, and that is
@@ -159,6 +164,9 @@ class Pipeline:
         if self._freeze:
             log.warning("tandem worker: fault injection: input %s will stay paused", self._freeze)
         self.need_reload = True
+        #: The last offset handed over per input topic-partition since the assignment: a jump on a
+        #: topic without gaps means inputs the consumer dropped (see agents/fence.py).
+        self._read_to: dict[tuple[str, int], int] = {}
         self.starts_known = False
         self._reloaded_at = 0.0
         #: Counts rebalances, so that work begun before one is not applied after it.
@@ -251,6 +259,7 @@ class Pipeline:
         self.generation += 1
         self.need_reload = True
         self._ends = {}
+        self._read_to = {}
         parts = sorted({tp.partition for tp in assigned if tp.topic in self.kind_of_topic})
         log.info("tandem worker: assigned partitions %s", parts)
 
@@ -271,10 +280,26 @@ class Pipeline:
             rejects: list[tuple[str, bytes | None, bytes]] = []
             accepted: dict[str, list[float]] = {}  # type -> [count, newest ts]
             touched: set[int] = set()
+            read_to = self._read_to
             for ev in events:
                 msg = ev.message
                 kind = kind_of[msg.topic]
                 partition = msg.partition
+                tp = (msg.topic, partition)
+                last = read_to.get(tp)
+                if last is not None and msg.offset > last + 1 and kind in _GAPLESS:
+                    # Inputs the consumer never handed over (issue #18): never silent.
+                    log.error(
+                        "tandem worker: input %s[%d] skipped offsets %d..%d: %d message(s) not delivered",
+                        msg.topic,
+                        partition,
+                        last + 1,
+                        msg.offset - 1,
+                        msg.offset - last - 1,
+                    )
+                    self.stats["skipped"] += msg.offset - last - 1
+                if last is None or msg.offset > last:
+                    read_to[tp] = msg.offset
                 value = msg.value
                 try:
                     if value is None:
@@ -369,6 +394,8 @@ class Pipeline:
     def _watch_stalls(self, now: float) -> None:
         """Report inputs with lag and no progress; exit (75) once one has been stuck for --stall-exit."""
         inputs: dict[tuple[str, int], tuple[int | None, int | None]] = {}
+        commits: dict[tuple[str, int], tuple[int | None, int | None]] = {}
+        committed = committed_offsets(self.app.consumer)
         for p in self.assigned:
             clock = self.merger.clocks.get(p)
             for kind, hw in self._highwaters(p).items():
@@ -378,8 +405,13 @@ class Pipeline:
                 if end is not None and (hw is None or end > hw):
                     hw = end  # the consumer's is older, or unknown (never fetched since assigned)
                 inputs[tp] = (pos, hw)
+                read = clock.sources[kind].next_offset if clock is not None else None
+                commits[tp] = (committed.get(TP(*tp)), read)
         stalled, must_exit = self.stalls.check(now, inputs)
-        current = {(s.topic, s.partition): s for s in stalled}
+        not_committed, must_exit_commit = self.commit_stalls.check(now, commits)
+        must_exit = must_exit or must_exit_commit
+        current = {(s.topic, s.partition): s for s in not_committed}
+        current.update({(s.topic, s.partition): s for s in stalled})
         for tp, s in current.items():
             if tp not in self._stalled_logged:
                 log.error(
@@ -469,7 +501,7 @@ class Pipeline:
         starts at the log start (``consumer_auto_offset_reset="earliest"``).
         """
         consumer = self.app.consumer
-        committed = getattr(consumer, "_committed_offset", {})
+        committed = committed_offsets(consumer)
         tps = [TP(self.topic_of_kind[k], p) for p in self.assigned for k in KINDS]
         unknown = []
         starts: dict[TP, int] = {}
@@ -519,10 +551,7 @@ class Pipeline:
         """
         from aiokafka import TopicPartition
 
-        thread = self.app.consumer._thread
-        consumer = thread._ensure_consumer()
-
-        def apply() -> None:
+        def apply(consumer: Any) -> None:
             for tp in pause:
                 with contextlib.suppress(Exception):  # no longer assigned: nothing to pause
                     consumer.pause(TopicPartition(tp.topic, tp.partition))
@@ -530,7 +559,7 @@ class Pipeline:
                 with contextlib.suppress(Exception):
                     consumer.resume(TopicPartition(tp.topic, tp.partition))
 
-        await thread.call_thread(apply)
+        await in_consumer_thread(self.app, apply)
 
     async def _reconcile_paused(self) -> None:
         """Resume what aiokafka has paused but the merge does not know it paused (issue #18).
@@ -540,14 +569,12 @@ class Pipeline:
         never resumed across a rebalance or a restart), the input would stay silent for good; here
         the disagreement is logged and repaired on every timer round, before it can become a stall.
         """
-        thread = self.app.consumer._thread
-        consumer = thread._ensure_consumer()
         frozen = {self.topic_of_kind[self._freeze]} if self._freeze else set()
 
-        def paused() -> set[tuple[str, int]]:
+        def paused(consumer: Any) -> set[tuple[str, int]]:
             return {(tp.topic, tp.partition) for tp in consumer.paused()}
 
-        actual = await thread.call_thread(paused)
+        actual = await in_consumer_thread(self.app, paused)
         known = {(self.topic_of_kind[k], p) for p, kinds in self.merger.paused.items() for k in kinds}
         stray = sorted(tp for tp in actual - known if tp[0] in self.kind_of_topic and tp[0] not in frozen)
         if stray:
@@ -664,7 +691,7 @@ class Pipeline:
         anchor_topic = self.topic_of_kind["metric"]
         for partition, slots in by_partition.items():
             anchor = _PartitionEvent(anchor_topic, partition)
-            token = _current_event.set(weakref.ref(anchor))  # type: ignore[arg-type]
+            token = current_event.set(weakref.ref(anchor))  # type: ignore[arg-type]
             try:
                 for slot in slots:
                     data = slot.to_bytes()
@@ -677,7 +704,7 @@ class Pipeline:
                         )
                     table[slot.key.encode()] = data
             finally:
-                _current_event.reset(token)
+                current_event.reset(token)
 
 
 def _die(where: str, exc: BaseException) -> None:

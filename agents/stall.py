@@ -3,7 +3,10 @@
 An autoscaler that quietly stops reconciling part of a fleet is worse than none, so the worker
 watches every assigned input topic-partition: one that has messages waiting (its high watermark
 is past what the merge has seen) and whose position has not moved for ``stall_timeout`` seconds
-is *stalled*.  The worker then logs which topic-partition and what it knows, sets the gauge
+is *stalled*.  So is one whose committed offset stays behind what was read for as long (a
+message read but never acknowledged holds the group's commit back for good: the shape of the
+rebalance defect of issue #18, which the read position alone does not show).  The worker then
+logs which topic-partition and what it knows, sets the gauge
 ``tandem_input_stalled{topic,partition}``, fails ``/readyz``, and after ``stall_exit`` seconds
 exits non-zero so that Kubernetes restarts it (the liveness probe sees the process gone).
 
@@ -31,8 +34,17 @@ class Stall:
     position: int | None
     highwater: int
     seconds: float
+    #: ``"read"``: the input is not read (``position`` read up to, ``highwater`` the log end);
+    #: ``"commit"``: it is read but its offset is not committed (``position`` the committed offset,
+    #: ``highwater`` what was read), so a restart would read it again and the group's lag never ends.
+    what: str = "read"
 
     def describe(self) -> str:
+        if self.what == "commit":
+            return (
+                f"input {self.topic}[{self.partition}] stalled: committed offset {self.position} while read up "
+                f"to {self.highwater}, no commit progress for {self.seconds:.0f} s"
+            )
         seen = "nothing read yet" if self.position is None else f"position {self.position}"
         return (
             f"input {self.topic}[{self.partition}] stalled: {seen}, high watermark {self.highwater}, "
@@ -43,11 +55,12 @@ class Stall:
 class StallWatch:
     """Tracks progress per input topic-partition; :meth:`check` says which ones are stalled."""
 
-    def __init__(self, stall_timeout: float, stall_exit: float) -> None:
+    def __init__(self, stall_timeout: float, stall_exit: float, what: str = "read") -> None:
         if stall_timeout <= 0 or stall_exit <= 0:
             raise ValueError("stall timeouts must be > 0")
         self.stall_timeout = stall_timeout
         self.stall_exit = stall_exit
+        self.what = what
         #: (topic, partition) -> (last position seen, monotonic time it was first seen)
         self._since: dict[tuple[str, int], tuple[int | None, float]] = {}
 
@@ -81,7 +94,7 @@ class StallWatch:
             waited = now - prev[1]
             if waited >= self.stall_timeout:
                 assert highwater is not None
-                stalled.append(Stall(tp[0], tp[1], position, highwater, waited))
+                stalled.append(Stall(tp[0], tp[1], position, highwater, waited, self.what))
                 if waited >= self.stall_exit:
                     must_exit = True
         self._since = since

@@ -58,3 +58,24 @@ def test_an_input_no_longer_assigned_is_forgotten() -> None:
 def test_timeouts_must_be_positive() -> None:
     with pytest.raises(ValueError):
         StallWatch(0, 10)
+
+
+def test_an_input_read_but_not_committed_for_the_timeout_is_stalled() -> None:
+    """A message read and never acknowledged holds the group's commit back for good (issue #18):
+    the committed offset stays while the read position went on."""
+    watch = StallWatch(stall_timeout=60, stall_exit=300, what="commit")
+    assert watch.check(0.0, {TP: (481, 801)}) == ([], False)
+    assert watch.check(30.0, {TP: (481, 900)}) == ([], False)  # reading on does not reset the timer
+    stalled, must_exit = watch.check(60.0, {TP: (481, 900)})
+    assert stalled == [Stall("tandem.hpa", 1, 481, 900, 60.0, "commit")]
+    assert not must_exit
+    assert stalled[0].describe() == (
+        "input tandem.hpa[1] stalled: committed offset 481 while read up to 900, no commit progress for 60 s"
+    )
+
+
+def test_a_commit_that_catches_up_is_not_a_stall() -> None:
+    watch = StallWatch(stall_timeout=60, stall_exit=300, what="commit")
+    watch.check(0.0, {TP: (481, 801)})
+    assert watch.check(59.0, {TP: (801, 801)}) == ([], False)
+    assert watch.check(200.0, {TP: (801, 801)}) == ([], False)

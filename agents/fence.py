@@ -1,0 +1,120 @@
+"""Every private Faust and aiokafka API the worker touches, in one place (faust-streaming 0.15.x).
+
+pyproject.toml pins ``faust-streaming>=0.15,<0.16``; everything here was read against 0.15.3 with
+aiokafka 0.14.  When either is upgraded, this module is the one to re-read: each function says
+which private name it reaches and why no public one does the job.
+
+It also carries the one behavioural fix tandem needs in Faust (issue #18, the rebalance stall and
+the lost inputs): see :func:`install_recovery_order_fix`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+from faust.streams import _current_event
+from faust.tables.recovery import Recovery
+from faust.types import TP
+
+__all__ = [
+    "committed_offsets",
+    "current_event",
+    "in_consumer_thread",
+    "install_recovery_order_fix",
+]
+
+log = logging.getLogger("tandem.worker")
+
+T = TypeVar("T")
+
+#: The context variable Faust's tables read "the current event" (hence its partition) from.  A
+#: batched agent (``Stream.take_events``) has none, so the pipeline sets one per workload slot
+#: write; Faust exports no setter.
+current_event = _current_event
+
+
+def committed_offsets(consumer: Any) -> Mapping[TP, int | None]:
+    """The offsets Faust seeked each assigned topic-partition to (``Consumer._committed_offset``).
+
+    Faust records them when it resumes the streams after a rebalance and exports no accessor; the
+    pipeline needs them to tell an input that had nothing to deliver from one not read yet.
+    """
+    return getattr(consumer, "_committed_offset", {})
+
+
+async def in_consumer_thread(app: Any, fn: Callable[[Any], T]) -> T:
+    """Run ``fn(aiokafka_consumer)`` on the thread that owns the aiokafka consumer.
+
+    Faust runs aiokafka on its own thread and event loop (``Consumer._thread``); aiokafka's
+    ``pause``/``resume``/``paused`` must run there (pausing creates a future of that loop).
+    Faust's public ``pause_partitions`` is not the same thing: it only filters what Faust hands
+    to the streams and drops records it already fetched (see ``Pipeline._fetch_control``).
+    """
+    thread = app.consumer._thread
+    consumer = thread._ensure_consumer()
+    result: T = await thread.call_thread(fn, consumer)
+    return result
+
+
+# --------------------------------------------------------------------- the recovery-order fix
+
+_installed = False
+
+
+def install_recovery_order_fix() -> None:
+    """Make Faust seek the stream partitions to their committed offsets *before* it resumes them.
+
+    After a rebalance, Faust 0.15.3's recovery (``Recovery._resume_streams`` and
+    ``Recovery.on_recovery_completed``) resumes the stream partitions first, then seeks them to
+    the committed offsets, then resumes flow control, which clears the stream queues.  But flow
+    is already running at that point (it was resumed to read the changelogs), so records of the
+    resumed partitions are fetched from wherever the consumer stood, queued, and then:
+
+    * the queued ones are dropped by ``flow_control.resume()`` (their offsets were read, never
+      acknowledged: the group's committed offset stops below them for good, the "stalled
+      partition" of issue #18);
+    * the rest of the fetched batch is still handed out after the queues were cleared (a jump
+      in offsets: inputs the merge never sees);
+    * after the seek, the consumer refetches from the committed offset, but Faust's read offset
+      was already moved past by the batch above, so it drops those records as already read.
+
+    Seen in the worker's own log on the real broker (two workers, one joins mid-stream): offsets
+    of ``hpa[3]`` jumped from 480 to 567 right after "Worker ready", and the committed offset
+    stayed at 481 while 237 later offsets were acknowledged.  faust-streaming PR #217 fixed the
+    same order in another branch of recovery (seek, then resume).
+
+    The fix keeps Faust's code and changes only the order: while either method runs, its calls
+    to ``consumer.resume_partitions`` are collected instead of applied, and applied after it
+    returned, i.e. after the seek and after the queues were cleared, if no new rebalance began
+    meanwhile (the next recovery resumes them then).
+    """
+    global _installed
+    if _installed:
+        return
+    for name in ("_resume_streams", "on_recovery_completed"):
+        original = getattr(Recovery, name)
+        setattr(Recovery, name, _resume_after(original))
+    _installed = True
+
+
+def _resume_after(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    @functools.wraps(method)
+    async def wrapper(self: Recovery, *args: Any, **kwargs: Any) -> Any:
+        app = self.app
+        consumer = app.consumer
+        generation = app.consumer_generation_id
+        deferred: set[TP] = set()
+        consumer.resume_partitions = deferred.update  # shadows the method on this instance
+        try:
+            return await method(self, *args, **kwargs)
+        finally:
+            del consumer.resume_partitions
+            if deferred and app.consumer_generation_id == generation:
+                assigned = set(consumer.assignment())
+                consumer.resume_partitions(deferred & assigned)
+                log.debug("tandem worker: stream partitions resumed after the seek: %d", len(deferred & assigned))
+
+    return wrapper
