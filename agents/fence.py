@@ -4,24 +4,29 @@ pyproject.toml pins ``faust-streaming>=0.15,<0.16``; everything here was read ag
 aiokafka 0.14.  When either is upgraded, this module is the one to re-read: each function says
 which private name it reaches and why no public one does the job.
 
-It also carries the one behavioural fix tandem needs in Faust (issue #18, the rebalance stall and
-the lost inputs): see :func:`install_recovery_order_fix`.
+It also carries the two behavioural fixes tandem needs in Faust (issue #18, the rebalance stall and
+the lost inputs): :func:`install_recovery_order_fix` and :class:`ConfirmedTable`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
+from faust import Table
 from faust.streams import _current_event
 from faust.tables.recovery import Recovery
-from faust.types import TP
+from faust.types import TP, FutureMessage
 
 __all__ = [
+    "ConfirmedTable",
     "committed_offsets",
     "current_event",
+    "delay_changelog_sends",
+    "delay_seek_after_recovery",
     "in_consumer_thread",
     "install_recovery_order_fix",
 ]
@@ -59,6 +64,95 @@ async def in_consumer_thread(app: Any, fn: Callable[[Any], T]) -> T:
     return result
 
 
+# ------------------------------------------------------------------ state before offsets
+
+
+#: Seconds after which a wait for the broker to acknowledge the state is logged (it goes on).
+CONFIRM_WARN_AFTER = 10.0
+
+
+class ConfirmedTable(Table):  # type: ignore[misc]
+    """The ``state`` table, whose changelog writes the worker waits for before a batch is acknowledged.
+
+    A table write only puts the changelog record in Faust's producer buffer (``Topic.send_soon``).
+    Faust flushes that buffer before it commits offsets, but ``ProducerBuffer.flush`` gives up as
+    soon as no record left the buffer for 0.1 s (``flush_atmost``), which is what happens while
+    aiokafka waits for room in a full batch ("producer buffer full").  Faust then committed the
+    offsets of inputs whose slots were still in the buffer, and a worker killed at that moment left
+    its successor an older state and offsets past the inputs that had made the newer one (issue
+    #18: 910 decisions of 10,080 lost).  So every changelog write is remembered here, and
+    :meth:`confirm` waits until the broker has acknowledged them; the agent calls it before it
+    returns the batch to Faust, which acknowledges the batch's messages only then.
+    """
+
+    _unconfirmed: list[FutureMessage] | None = None
+
+    def send_changelog(
+        self,
+        partition: int | None,
+        key: Any,
+        value: Any,
+        key_serializer: Any = None,
+        value_serializer: Any = None,
+    ) -> FutureMessage:
+        fut: FutureMessage = super().send_changelog(partition, key, value, key_serializer, value_serializer)
+        if self._unconfirmed is None:
+            self._unconfirmed = []
+        self._unconfirmed.append(fut)
+        return fut
+
+    async def confirm(self) -> None:
+        """Wait until the broker has every changelog record written so far (raises if one failed)."""
+        futures, self._unconfirmed = self._unconfirmed, None
+        if not futures:
+            return
+        _done, pending = await asyncio.wait(futures, timeout=CONFIRM_WARN_AFTER)
+        if pending:
+            # Not a decision: the wait goes on (the stall watch reports an agent stuck here).
+            log.warning(
+                "tandem worker: %d of %d state changelog record(s) not acknowledged after %.0f s",
+                len(pending),
+                len(futures),
+                CONFIRM_WARN_AFTER,
+            )
+        await asyncio.gather(*futures)
+
+
+def delay_changelog_sends(table: Any, seconds: float) -> None:
+    """Fault injection for the tests: each changelog record of ``table`` leaves the producer buffer
+    ``seconds`` late (a broker slow to take writes: the "producer buffer full" of issue #18)."""
+    topic = table.changelog_topic
+    publish = topic.publish_message
+
+    async def slow_publish(fut: FutureMessage, wait: bool = False) -> Any:
+        await asyncio.sleep(seconds)
+        return await publish(fut, wait=wait)
+
+    topic.publish_message = slow_publish
+    log.warning("tandem worker: fault injection: each state changelog record is sent %.2f s late", seconds)
+
+
+def delay_seek_after_recovery(app: Any, seconds: float) -> None:
+    """Fault injection for the tests: Faust's seek at the end of each recovery takes ``seconds``
+    longer, the window in which faust-streaming/faust#596 lost records (see below)."""
+
+    async def slow_down(sender: Any = None, **kwargs: Any) -> None:
+        consumer = app.consumer
+        if getattr(consumer, "_tandem_slow_seek", False):
+            return
+        consumer._tandem_slow_seek = True
+        seek = consumer.perform_seek
+
+        async def slow_seek() -> None:
+            await asyncio.sleep(seconds)
+            await seek()
+
+        consumer.perform_seek = slow_seek
+        log.warning("tandem worker: fault injection: Faust's seek after recovery takes %.1f s longer", seconds)
+
+    app.on_rebalance_complete.connect(slow_down)
+
+
 # --------------------------------------------------------------------- the recovery-order fix
 
 _installed = False
@@ -84,7 +178,8 @@ def install_recovery_order_fix() -> None:
     Seen in the worker's own log on the real broker (two workers, one joins mid-stream): offsets
     of ``hpa[3]`` jumped from 480 to 567 right after "Worker ready", and the committed offset
     stayed at 481 while 237 later offsets were acknowledged.  faust-streaming PR #217 fixed the
-    same order in another branch of recovery (seek, then resume).
+    same order in another branch of recovery (seek, then resume); the race is open upstream as
+    faust-streaming/faust#596.
 
     The fix keeps Faust's code and changes only the order: while either method runs, its calls
     to ``consumer.resume_partitions`` are collected instead of applied, and applied after it

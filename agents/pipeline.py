@@ -10,7 +10,8 @@ One agent reads the five input topics (docs/contract.md §2) in batches.  Per ba
    also to ``actuator``, tandem's own recommendations to ``hpa``/``vpa``), keyed by workload, and
    **waits for the broker's acknowledgement**;
 4. only then writes each touched workload's slot (state, inbox, offsets taken) to the ``state``
-   table, whose changelog Faust flushes before it commits the batch's offsets.
+   table and waits until the broker has acknowledged those changelog records; only then does
+   Faust acknowledge the batch and may commit its offsets.
 
 So a crash anywhere repeats work but loses nothing (at-least-once): outputs are published before the
 state that records them, and the state before the offsets.  Repeated decisions carry the same id
@@ -48,7 +49,14 @@ from typing import Any
 import orjson
 from faust.types import TP
 
-from agents.fence import committed_offsets, current_event, in_consumer_thread
+from agents.fence import (
+    ConfirmedTable,
+    committed_offsets,
+    current_event,
+    delay_changelog_sends,
+    delay_seek_after_recovery,
+    in_consumer_thread,
+)
 from agents.settings import WorkerSettings
 from agents.stall import StallWatch
 from scaling.cloudevents import BLOCKED, DECISION
@@ -187,16 +195,29 @@ class Pipeline:
             value_serializer="raw",
             partitions=settings.partitions,
         )
-        self.table = app.Table(
-            "state",
-            partitions=settings.partitions,
-            key_type=bytes,  # bytes -> the "raw" codec
-            value_type=bytes,
-            help="per-workload slot: decision state, unreleased inputs, offsets taken",
-            # A slot is a few KB; its inbox may briefly hold thousands of events before
-            # backpressure bites, so allow more than Kafka's default 1 MB per record.
-            extra_topic_configs={"max.message.bytes": str(MAX_SLOT_BYTES)},
+        # What ``app.Table`` does, with the class that lets :meth:`_persist` wait for its writes.
+        self.table: ConfirmedTable = app.tables.add(
+            ConfirmedTable(
+                app,
+                name="state",
+                beacon=app.tables.beacon,
+                partitions=settings.partitions,
+                key_type=bytes,  # bytes -> the "raw" codec
+                value_type=bytes,
+                help="per-workload slot: decision state, unreleased inputs, offsets taken",
+                # A slot is a few KB; its inbox may briefly hold thousands of events before
+                # backpressure bites, so allow more than Kafka's default 1 MB per record.
+                extra_topic_configs={"max.message.bytes": str(MAX_SLOT_BYTES)},
+            )
         )
+        # Fault injection for the tests only (issue #18): a slow broker for the state's changelog,
+        # a slow seek at the end of each recovery.
+        slow_state = float(os.environ.get("TANDEM_FAULT_SLOW_STATE") or 0.0)
+        if slow_state:
+            delay_changelog_sends(self.table, slow_state)
+        slow_seek = float(os.environ.get("TANDEM_FAULT_SLOW_SEEK") or 0.0)
+        if slow_seek:
+            delay_seek_after_recovery(app, slow_seek)
 
     # --- Faust wiring ---------------------------------------------------------------------
 
@@ -677,7 +698,7 @@ class Pipeline:
         )
 
     async def _persist(self) -> None:
-        """Write the touched slots to the table (its changelog is flushed before offsets are committed)."""
+        """Write the touched slots to the table and wait until the broker has their changelog records."""
         merger = self.merger
         if not merger.dirty:
             return
@@ -705,6 +726,9 @@ class Pipeline:
                     table[slot.key.encode()] = data
             finally:
                 current_event.reset(token)
+        # Outputs acknowledged, then state, then offsets: wait for the broker, not for Faust's
+        # flush before a commit, which gives up under load (agents/fence.py, ConfirmedTable).
+        await table.confirm()
 
 
 def _die(where: str, exc: BaseException) -> None:

@@ -628,8 +628,10 @@ def test_one_worker_of_two_killed_while_input_arrives_the_other_takes_over_losin
         # and blocked reports per workload as the replay makes.
         wait_caught_up(kafka_broker, prefix, timeout=180.0, workers=(b,))
         wait_for(
-            lambda: {(e["subject"], e["data"]["tick"]) for e in expected}
-            <= {(e["subject"], e["data"]["tick"]) for e in read_events(kafka_broker, prefix + "audit")},
+            lambda: (
+                {(e["subject"], e["data"]["tick"]) for e in expected}
+                <= {(e["subject"], e["data"]["tick"]) for e in read_events(kafka_broker, prefix + "audit")}
+            ),
             180,
             interval=0.5,
             message=lambda: f"every tick decided after the takeover: {_missing(expected, kafka_broker, prefix)}",
@@ -650,3 +652,106 @@ def test_one_worker_of_two_killed_while_input_arrives_the_other_takes_over_losin
         differ = {e["data"]["tick"] for e in expected if e["id"] not in first_seen}
         assert len(differ) <= 3, sorted(differ)
         pytest.xfail(f"known (docs/worker.md): ticks {sorted(differ)} decided before late inputs arrived")
+
+
+def test_inputs_fetched_while_faust_seeks_after_recovery_are_processed_and_committed(
+    kafka_broker: str, tmp_path: Path
+) -> None:
+    """faust-streaming/faust#596, made certain instead of one run in eight (issue #18).
+
+    At the end of a recovery that read the changelog, Faust resumes the input partitions, awaits
+    its seek to the committed offsets and then clears the agent's queue; records fetched during the
+    seek were cleared without an ack and later dropped as already read, so the partition's commits
+    stopped for good.  ``TANDEM_FAULT_SLOW_SEEK`` widens that window to 5 s.  A worker is stopped
+    after a quarter of the audit and a second one recovers its table and carries on; Faust's recovery
+    resumes its inputs only after the seek (agents/fence.py), so every input is processed (the
+    audit equals replay) and committed (no lag).
+    """
+    # a backlog the worker cannot read in the 5 s window, so records are still queued when it ends
+    names = [f"w{i:03d}" for i in range(60)]
+    stream, policies = write_stream(tmp_path, *generated_stream(names, 240))
+    expected = audit_of(replay(tmp_path, stream, policies))
+
+    prefix = _prefix()
+    # small batches: the agent is slower than the fetcher, so its queue is full when Faust clears it
+    env = env_for(kafka_broker, prefix, TANDEM_FAULT_SLOW_SEEK="5", TANDEM_BATCH_SIZE="20", TANDEM_BATCH_WITHIN="0.02")
+    publish(env, stream, policies)
+    with workers() as ws:
+        first = Worker(tmp_path, "first", env)
+        ws.append(first)
+        wait_for(
+            lambda: len(read_topic(kafka_broker, prefix + "audit")) >= len(expected) // 4,
+            120,
+            interval=0.2,
+            message=lambda: f"a quarter of the audit ({first.text()[-3000:]})",
+        )
+        assert first.stop() == 0
+        assert len(read_topic(kafka_broker, prefix + "audit")) < len(expected), "nothing left to test"
+        second = Worker(tmp_path, "second", env)
+        ws.append(second)
+        wait_for(
+            lambda: {e["id"] for e in expected} <= {e["id"] for e in read_events(kafka_broker, prefix + "audit")},
+            180,
+            interval=0.5,
+            message=lambda: f"every decision ({second.text()[-3000:]})",
+        )
+        wait_caught_up(kafka_broker, prefix, timeout=60.0, workers=(second,))
+        assert second.stop() == 0
+    _assert_no_tracebacks(first, second)
+    assert "fault injection: Faust's seek after recovery takes 5.0 s longer" in second.text()
+    assert max(second.loaded()) > 0  # it recovered the first worker's slots from the changelog
+    first_seen: dict[str, dict[str, Any]] = {}
+    for e in read_events(kafka_broker, prefix + "audit"):
+        first_seen.setdefault(e["id"], e)
+    assert by_workload(first_seen.values()) == by_workload(expected)
+
+
+def test_offsets_are_committed_only_after_the_state_is_in_the_changelog(kafka_broker: str, tmp_path: Path) -> None:
+    """Outputs acknowledged, then state, then offsets, also when the broker is slow to take the state.
+
+    ``TANDEM_FAULT_SLOW_STATE`` sends each changelog record of the ``state`` table 0.3 s late.
+    Faust flushes its producer buffer before it commits offsets, but that flush gives up after
+    0.1 s without a record sent, so Faust committed offsets of inputs whose slots were still
+    waiting (issue #18).  The worker is SIGKILLed mid-stream and a second one (memory store: the
+    state can only come from the changelog) completes the audit exactly as replay has it.
+    """
+    names = ["web", "api", "db", "cache"]
+    stream, policies = write_stream(tmp_path, *generated_stream(names, 400))
+    expected = audit_of(replay(tmp_path, stream, policies))
+
+    prefix = _prefix()
+    env = env_for(
+        kafka_broker,
+        prefix,
+        TANDEM_BATCH_SIZE="200",
+        TANDEM_SESSION_TIMEOUT="6",  # the killed member holds its partitions until its session ends
+        TANDEM_REBALANCE_TIMEOUT="6",
+    )
+    publish(env, stream, policies)
+    with workers() as ws:
+        first = Worker(tmp_path, "first", {**env, "TANDEM_FAULT_SLOW_STATE": "0.3"})
+        ws.append(first)
+        wait_for(
+            lambda: len(read_topic(kafka_broker, prefix + "audit")) >= len(expected) // 3,
+            120,
+            interval=0.2,
+            message=lambda: f"a third of the audit ({first.text()[-3000:]})",
+        )
+        first.kill()
+        assert len(read_topic(kafka_broker, prefix + "audit")) < len(expected), "nothing left to test"
+        second = Worker(tmp_path, "second", env)
+        ws.append(second)
+        wait_for(
+            lambda: {e["id"] for e in expected} <= {e["id"] for e in read_events(kafka_broker, prefix + "audit")},
+            120,
+            interval=0.5,
+            message=lambda: f"every decision after the kill ({second.text()[-3000:]})",
+        )
+        wait_caught_up(kafka_broker, prefix, timeout=60.0, workers=(second,))
+        assert second.stop() == 0
+    _assert_no_tracebacks(second)
+    assert "fault injection: each state changelog record is sent 0.30 s late" in first.text()
+    first_seen: dict[str, dict[str, Any]] = {}
+    for e in read_events(kafka_broker, prefix + "audit"):
+        first_seen.setdefault(e["id"], e)
+    assert by_workload(first_seen.values()) == by_workload(expected)
