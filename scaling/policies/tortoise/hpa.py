@@ -1,0 +1,164 @@
+"""The HPA Tortoise manages (reference 2.b, 2.c, 2.f, 2.g): min/max replicas from the replica
+history, rate-limited target utilizations, the metric list, and the HPA as last decided."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ...history import replica_bounds
+from ...outcome import View
+from .settings import TortoiseSettings
+from .spec import Pair, TortoiseSpec, pair_key, split_key
+from .tick import HpaState, Tick
+
+__all__ = [
+    "DEFAULT_HPA_BEHAVIOR",
+    "NEW_METRIC_TARGET",
+    "apply_hpa",
+    "assume_hpa",
+    "hpa_state",
+    "initial_hpa",
+    "sync_metrics",
+]
+
+#: Target utilization of a ContainerResource metric Tortoise adds to an HPA (reference 2.c, 2.g).
+NEW_METRIC_TARGET = 70
+#: ``globalRecommendedHPABehavior``: the behavior Tortoise writes to its HPA (reference 1.1, 2.g).
+DEFAULT_HPA_BEHAVIOR: Mapping[str, Any] = {
+    "scaleUp": {"policies": [{"type": "Percent", "value": 100, "periodSeconds": 60}]},
+    "scaleDown": {"policies": [{"type": "Percent", "value": 2, "periodSeconds": 90}]},
+}
+
+
+def hpa_state(view: View, memory: dict[str, Any]) -> HpaState | None:
+    """The HPA as tandem last decided it, unless an ``hpa`` event newer than that decision came.
+
+    tandem's own HPA (``source: tandem``) is built from that decision (``hpa_template``): it
+    never replaces it."""
+    assumed = memory.get("hpa")
+    ev = view.hpa
+    if isinstance(assumed, Mapping) and (ev is None or ev.source == "tandem" or ev.ts <= float(assumed.get("tick", 0))):
+        return HpaState.of_memory(assumed)
+    memory.pop("hpa", None)
+    return HpaState.of_event(ev) if ev is not None else None
+
+
+def initial_hpa(st: TortoiseSettings, policies: Mapping[Pair, str]) -> HpaState:
+    # Reference 2.g: min MinimumMinReplicas, max MaximumMaxReplicas, ContainerResource 70 per Horizontal pair.
+    targets = {p: NEW_METRIC_TARGET for p, kind in policies.items() if kind == "Horizontal"}
+    return HpaState(st.minimum_min_replicas, st.maximum_max_replicas, targets)
+
+
+def sync_metrics(t: Tick) -> None:
+    """Every Horizontal pair gets a ContainerResource metric at 70 (reference 2.c).
+
+    Tortoise also deletes the ContainerResource metrics of non-Horizontal pairs; a decision
+    cannot say "remove" (``to`` is a number in ``decision.schema.json``), so tandem leaves them
+    and never retargets them.
+    """
+    hpa = t.hpa_math
+    if hpa is None or hpa.targets is None:
+        return
+    changes: dict[str, tuple[int | None, int | None]] = t.out.hpa.setdefault("target_utilization", {})
+    for p, kind in t.policies.items():
+        if kind == "Horizontal" and p not in hpa.targets:
+            changes[pair_key(p)] = (None, NEW_METRIC_TARGET)
+            hpa.targets[p] = NEW_METRIC_TARGET
+    if not changes:
+        del t.out.hpa["target_utilization"]
+
+
+def apply_hpa(t: Tick, spec: TortoiseSpec, trec: Mapping[str, int], pairs: list[Pair]) -> None:
+    """min/max replicas (reference 2.b, 2.f) and rate-limited targets (reference 2.c)."""
+    st, out, hpa = t.st, t.out, t.hpa_math
+    if hpa is None:
+        out.reasons.append(f"tortoise: waiting for HPA {spec.hpa_name!r} (no hpa event yet)")
+        return
+    before = t.hpa
+    peak = t.hist.peak(t.now, st.period)
+    out.inputs["slot_peak_replicas"] = peak
+    if peak is None:
+        out.reasons.append("tortoise: no replica history for this slot: min/max replicas unchanged")
+    else:
+        rec_min, rec_max = replica_bounds(
+            peak,
+            min_multiplier=st.min_multiplier,
+            max_multiplier=st.max_multiplier,
+            minimum_min_replicas=st.minimum_min_replicas,
+        )
+        out.inputs["recommended_replicas"] = {"min": rec_min, "max": rec_max}
+        new_max = rec_max
+        if spec.max_replicas is not None and new_max > spec.max_replicas:
+            new_max = spec.max_replicas
+        if new_max > st.maximum_max_replicas:
+            new_max = st.maximum_max_replicas
+        new_min = min(rec_min, st.maximum_min_replicas)
+        stepped: int | None = None
+        if t.phase == "Emergency":
+            new_min = new_max
+        elif t.phase == "BackToNormal":
+            current = hpa.min_replicas if hpa.min_replicas is not None else 1
+            reduced = int(float(current) * st.reduction_factor)
+            if new_min > reduced:
+                t.phase = "Working"
+                out.reasons.append(f"tortoise: BackToNormal finished at minReplicas {min(new_min, new_max)}")
+            else:
+                stepped = current
+                new_min = reduced
+        # tandem invariant: never write minReplicas above maxReplicas (Tortoise PR #451, open).
+        new_min = min(new_min, new_max)
+        if stepped is not None:
+            out.reasons.append(f"tortoise: BackToNormal: minReplicas {stepped} -> {new_min}")
+        out.hpa["min_replicas"] = (before.min_replicas if before else None, new_min)
+        out.hpa["max_replicas"] = (before.max_replicas if before else None, new_max)
+    if hpa.targets is None:
+        return
+    last = t.memory.get("tgt_at")
+    allowed = last is None or t.now - float(last) > st.target_update_interval
+    changes: dict[str, tuple[int | None, int | None]] = out.hpa.setdefault("target_utilization", {})
+    applied = False
+    for p in pairs:
+        key = pair_key(p)
+        target_now = hpa.targets.get(p)
+        proposed = trec.get(key)
+        if target_now is None or proposed is None:
+            continue
+        current = target_now
+        if not allowed:
+            if proposed != current:
+                out.block("hpa/target_utilization", "Cooldown", f"{key}={proposed}")
+            continue
+        applied = True
+        new = current + st.target_max_increase if proposed - current > st.target_max_increase else proposed
+        if new != current:
+            if key in changes:  # added by the metric sync on this tick
+                before_t = changes[key][0]
+            else:
+                before_t = before.targets.get(p) if before is not None and before.targets is not None else None
+            changes[key] = (before_t, new)
+    if applied and not out.dry_run:
+        t.memory["tgt_at"] = t.now
+    if not changes:
+        del out.hpa["target_utilization"]
+
+
+def assume_hpa(t: Tick, created: bool) -> None:
+    """Remember the HPA as decided: ``hpa`` events older than this tick do not undo it."""
+    base = t.hpa if t.hpa is not None else (t.hpa_math if created else None)
+    if base is None:
+        return
+    state = HpaState(base.min_replicas, base.max_replicas, None if base.targets is None else dict(base.targets))
+    changed = False
+    for name, attr in (("min_replicas", "min_replicas"), ("max_replicas", "max_replicas")):
+        pair = t.out.hpa.get(name)
+        if pair is not None:
+            changed = changed or pair[0] != pair[1]
+            setattr(state, attr, pair[1])
+    for key, (old, new) in (t.out.hpa.get("target_utilization") or {}).items():
+        changed = changed or old != new
+        if state.targets is None:
+            state.targets = {}
+        state.targets[split_key(key)] = new
+    if changed or created:
+        t.memory["hpa"] = state.to_memory(t.now)

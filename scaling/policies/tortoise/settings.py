@@ -1,0 +1,258 @@
+"""Tortoise's cluster-admin settings (``pkg/config/config.go``, reference 1.4): the ``tortoise:``
+section of tandem's settings file, validated once."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import InvalidPolicy
+from ...history import PERIODS, ReplicaHistory
+from ...quantity import parse_duration, parse_quantity
+from ...spelling import did_you_mean
+
+__all__ = ["FEATURES", "FEATURE_PREFERRED_MAX", "TortoiseSettings"]
+
+FEATURE_PREFERRED_MAX = "VerticalScalingBasedOnPreferredMaxReplicas"
+FEATURES = (FEATURE_PREFERRED_MAX, "GoMemLimitModificationEnabled")
+
+
+@dataclass(frozen=True, slots=True)
+class TortoiseSettings:
+    """Tortoise's config file (``pkg/config/config.go``): the ``tortoise:`` section of tandem's settings."""
+
+    slot_hours: int = 1
+    period: str = "weekly"
+    max_multiplier: float = 2.0
+    min_multiplier: float = 0.5
+    reduction_factor: float = 0.95
+    max_target: int = 90
+    min_target: int = 65
+    minimum_min_replicas: int = 3
+    maximum_min_replicas: int = 10
+    preferred_max_replicas: int = 30
+    maximum_max_replicas: int = 100
+    max_request: Mapping[str, int] = field(default_factory=lambda: {"cpu": 10_000, "memory": 10 * 2**30 * 1000})
+    min_request: Mapping[str, int] = field(default_factory=lambda: {"cpu": 50, "memory": 50 * 2**20 * 1000})
+    min_request_per_container: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    buffer_ratio: float = 0.1
+    minimum_cpu_limit: int = 0
+    limit_multiplier: Mapping[str, int] = field(default_factory=dict)
+    max_scale_down_ratio: float = 0.8
+    timezone: str = "Asia/Tokyo"
+    update_interval: float = 15.0
+    target_max_increase: int = 5
+    target_update_interval: float = 86_400.0
+    external_exclusion: str = ""
+    grace_period: float = 300.0
+    features: frozenset[str] = frozenset()
+    global_disable: bool = False
+    excluded_namespaces: frozenset[str] = frozenset()
+
+    @property
+    def gathering_seconds(self) -> float:
+        return 86_400.0 if self.period == "daily" else 7 * 86_400.0
+
+    def global_min(self, container: str, resource: str) -> int:
+        per = self.min_request_per_container.get(container)
+        if per is not None and resource in per:
+            return per[resource]
+        return self.min_request.get(resource, 0)
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any] | None) -> TortoiseSettings:
+        """Validate the ``tortoise:`` settings; :class:`InvalidPolicy` names ``tortoise.<Key>``."""
+        raw = raw or {}
+        if not isinstance(raw, Mapping):
+            raise InvalidPolicy("tortoise", "expected a mapping of Tortoise settings")
+        for key in raw:
+            if key not in _SETTING_KEYS:
+                hint = did_you_mean(str(key), _SETTING_KEYS)
+                raise InvalidPolicy(f"tortoise.{key}", "unknown Tortoise setting" + hint)
+        d = cls()
+        width = _int_setting(raw, "RangeOfMinMaxReplicasRecommendationHours", d.slot_hours, 1, 24)
+        if 24 % width:
+            raise InvalidPolicy("tortoise.RangeOfMinMaxReplicasRecommendationHours", f"{width} does not divide 24")
+        period = raw.get("GatheringDataPeriodType", d.period)
+        if period not in PERIODS:
+            raise InvalidPolicy("tortoise.GatheringDataPeriodType", f"{period!r} is not weekly or daily")
+        tz = raw.get("TimeZone", d.timezone)
+        if not isinstance(tz, str):  # config.go: TimeZone string
+            raise InvalidPolicy("tortoise.TimeZone", f"expected a time zone name, got {type(tz).__name__}")
+        try:
+            ReplicaHistory(str(tz), width)
+        except ValueError as exc:
+            raise InvalidPolicy("tortoise.TimeZone", str(exc)) from None
+        except OSError:  # "Europe": a directory of the tz database, not a zone (found by fuzzing)
+            raise InvalidPolicy("tortoise.TimeZone", f"{tz!r} is not an IANA time zone name") from None
+        max_req = {
+            "cpu": _qty_setting(raw, "MaximumCPURequest", "10"),
+            "memory": _qty_setting(raw, "MaximumMemoryRequest", "10Gi"),
+        }
+        min_req = {
+            "cpu": _qty_setting(raw, "MinimumCPURequest", "50m"),
+            "memory": _qty_setting(raw, "MinimumMemoryRequest", "50Mi"),
+        }
+        per_container: dict[str, dict[str, int]] = {}
+        for key, res in (("MinimumCPURequestPerContainer", "cpu"), ("MinimumMemoryRequestPerContainer", "memory")):
+            values = raw.get(key) or {}
+            if not isinstance(values, Mapping):
+                raise InvalidPolicy(f"tortoise.{key}", "expected a mapping of container name to quantity")
+            for cname, q in values.items():
+                try:
+                    per_container.setdefault(str(cname), {})[res] = parse_quantity(q)
+                except ValueError as exc:
+                    raise InvalidPolicy(f"tortoise.{key}.{cname}", str(exc)) from None
+        multipliers = raw.get("ResourceLimitMultiplier") or {}
+        if not isinstance(multipliers, Mapping):
+            raise InvalidPolicy("tortoise.ResourceLimitMultiplier", "expected a mapping of resource to integer")
+        limit_mult: dict[str, int] = {}
+        for res, m in multipliers.items():
+            if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+                raise InvalidPolicy(f"tortoise.ResourceLimitMultiplier.{res}", f"expected an integer >= 1, got {m!r}")
+            limit_mult[str(res)] = m
+        flags = raw.get("FeatureFlags") or []
+        if not isinstance(flags, list) or not all(f in FEATURES for f in flags):
+            raise InvalidPolicy("tortoise.FeatureFlags", f"expected a list of {', '.join(FEATURES)}")
+        excluded = raw.get("ExcludedNamespaces") or []
+        if not isinstance(excluded, list) or not all(isinstance(n, str) for n in excluded):
+            raise InvalidPolicy("tortoise.ExcludedNamespaces", "expected a list of namespace names")
+        disable = raw.get("GlobalDisableMode", False)
+        if not isinstance(disable, bool):
+            raise InvalidPolicy("tortoise.GlobalDisableMode", f"expected true or false, got {disable!r}")
+        regex = raw.get("HPAExternalMetricExclusionRegex", "")
+        try:
+            re.compile(str(regex))
+        except re.error as exc:
+            raise InvalidPolicy("tortoise.HPAExternalMetricExclusionRegex", str(exc)) from None
+        for key in ("DefaultHPABehavior",):
+            if raw.get(key) is not None and not isinstance(raw[key], Mapping):
+                raise InvalidPolicy(f"tortoise.{key}", "expected an HPA behavior object")
+        for key in ("IstioSidecarProxyDefaultCPU", "IstioSidecarProxyDefaultMemory"):
+            if raw.get(key) is not None:
+                _qty_setting(raw, key, "0")
+        s = cls(
+            slot_hours=width,
+            period=str(period),
+            max_multiplier=_float_setting(raw, "MaxReplicasRecommendationMultiplier", d.max_multiplier, 0.0, 1000.0),
+            min_multiplier=_float_setting(raw, "MinReplicasRecommendationMultiplier", d.min_multiplier, 0.0, 1000.0),
+            reduction_factor=_float_setting(raw, "ReplicaReductionFactor", d.reduction_factor, 0.0, 1.0),
+            max_target=_int_setting(raw, "MaximumTargetResourceUtilization", d.max_target, 1, 100),
+            min_target=_int_setting(raw, "MinimumTargetResourceUtilization", d.min_target, 1, 100),
+            minimum_min_replicas=_int_setting(raw, "MinimumMinReplicas", d.minimum_min_replicas, 0, 1_000_000),
+            maximum_min_replicas=_int_setting(raw, "MaximumMinReplicas", d.maximum_min_replicas, 1, 1_000_000),
+            preferred_max_replicas=_int_setting(raw, "PreferredMaxReplicas", d.preferred_max_replicas, 1, 1_000_000),
+            maximum_max_replicas=_int_setting(raw, "MaximumMaxReplicas", d.maximum_max_replicas, 1, 1_000_000),
+            max_request=max_req,
+            min_request=min_req,
+            min_request_per_container=per_container,
+            buffer_ratio=_float_setting(raw, "BufferRatioOnVerticalResource", d.buffer_ratio, 0.0, 100.0),
+            minimum_cpu_limit=_qty_setting(raw, "MinimumCPULimit", "0"),
+            limit_multiplier=limit_mult,
+            max_scale_down_ratio=_float_setting(raw, "MaxAllowedScalingDownRatio", d.max_scale_down_ratio, 0.0, 1.0),
+            timezone=str(tz),
+            update_interval=_duration_setting(raw, "TortoiseUpdateInterval", d.update_interval),
+            target_max_increase=_int_setting(raw, "HPATargetUtilizationMaxIncrease", d.target_max_increase, 1, 100),
+            target_update_interval=_duration_setting(
+                raw, "HPATargetUtilizationUpdateInterval", d.target_update_interval
+            ),
+            external_exclusion=str(regex),
+            grace_period=_duration_setting(raw, "EmergencyModeGracePeriod", d.grace_period),
+            features=frozenset(flags),
+            global_disable=disable,
+            excluded_namespaces=frozenset(excluded),
+        )
+        # Tortoise validates these at start-up (reference 1.4).
+        if not s.minimum_min_replicas < s.maximum_min_replicas <= s.maximum_max_replicas:
+            raise InvalidPolicy(
+                "tortoise.MaximumMinReplicas", "need MinimumMinReplicas < MaximumMinReplicas <= MaximumMaxReplicas"
+            )
+        if not s.minimum_min_replicas < s.preferred_max_replicas < s.maximum_max_replicas:
+            raise InvalidPolicy(
+                "tortoise.PreferredMaxReplicas", "need MinimumMinReplicas < PreferredMaxReplicas < MaximumMaxReplicas"
+            )
+        if s.min_target > s.max_target:
+            raise InvalidPolicy(
+                "tortoise.MinimumTargetResourceUtilization", "is above MaximumTargetResourceUtilization"
+            )
+        if s.min_multiplier <= 0 or s.max_multiplier <= 0:
+            raise InvalidPolicy("tortoise.MinReplicasRecommendationMultiplier", "multipliers must be > 0")
+        return s
+
+
+_SETTING_KEYS = frozenset(
+    {
+        "RangeOfMinMaxReplicasRecommendationHours",
+        "GatheringDataPeriodType",
+        "MaxReplicasRecommendationMultiplier",
+        "MinReplicasRecommendationMultiplier",
+        "ReplicaReductionFactor",
+        "MaximumTargetResourceUtilization",
+        "MinimumTargetResourceUtilization",
+        "MinimumMinReplicas",
+        "MaximumMinReplicas",
+        "PreferredMaxReplicas",
+        "MaximumMaxReplicas",
+        "MaximumCPURequest",
+        "MaximumMemoryRequest",
+        "MinimumCPURequest",
+        "MinimumCPURequestPerContainer",
+        "MinimumMemoryRequest",
+        "MinimumMemoryRequestPerContainer",
+        "BufferRatioOnVerticalResource",
+        "MinimumCPULimit",
+        "ResourceLimitMultiplier",
+        "MaxAllowedScalingDownRatio",
+        "TimeZone",
+        "TortoiseUpdateInterval",
+        "HPATargetUtilizationMaxIncrease",
+        "HPATargetUtilizationUpdateInterval",
+        "HPAExternalMetricExclusionRegex",
+        "EmergencyModeGracePeriod",
+        "DefaultHPABehavior",
+        "IstioSidecarProxyDefaultCPU",
+        "IstioSidecarProxyDefaultMemory",
+        "FeatureFlags",
+        "GlobalDisableMode",
+        "ExcludedNamespaces",
+    }
+)
+
+
+def _int_setting(raw: Mapping[str, Any], key: str, default: int, lo: int, hi: int) -> int:
+    value = raw.get(key, default)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidPolicy(f"tortoise.{key}", f"expected an integer, got {value!r}")
+    if not lo <= value <= hi:
+        raise InvalidPolicy(f"tortoise.{key}", f"{value} is outside {lo}..{hi}")
+    return value
+
+
+def _float_setting(raw: Mapping[str, Any], key: str, default: float, lo: float, hi: float) -> float:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidPolicy(f"tortoise.{key}", f"expected a number, got {value!r}")
+    if not lo <= value <= hi:
+        raise InvalidPolicy(f"tortoise.{key}", f"{value} is outside {lo}..{hi}")
+    return float(value)
+
+
+def _qty_setting(raw: Mapping[str, Any], key: str, default: str) -> int:
+    try:
+        return parse_quantity(raw.get(key, default))
+    except ValueError as exc:
+        raise InvalidPolicy(f"tortoise.{key}", str(exc)) from None
+
+
+def _duration_setting(raw: Mapping[str, Any], key: str, default: float) -> float:
+    if key not in raw:
+        return default
+    try:
+        return parse_duration(raw[key])
+    except ValueError as exc:
+        raise InvalidPolicy(f"tortoise.{key}", str(exc)) from None
