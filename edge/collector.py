@@ -59,12 +59,12 @@ from edge.kube import (
     HPAS,
     POD_METRICS,
     PODS,
-    POLICY_RESOURCES,
     STATEFULSETS,
     VPAS,
     KubeError,
     Resource,
     list_objects,
+    policy_resources,
     served,
     watch,
 )
@@ -268,7 +268,7 @@ async def run(
 
     namespaces: Sequence[str | None] = config.namespaces or (None,)
     # Pods first: a workload's first event then already lists its pods.
-    resources = (PODS, DEPLOYMENTS, STATEFULSETS, HPAS, VPAS, *POLICY_RESOURCES)
+    resources = (PODS, DEPLOYMENTS, STATEFULSETS, HPAS, VPAS, *policy_resources())
     threads = [
         threading.Thread(
             target=_watch_loop,

@@ -18,10 +18,10 @@ from edge.kube import (
     DEPLOYMENTS,
     HPAS,
     PODS,
-    POLICY_RESOURCES,
     STATEFULSETS,
     VPAS,
     Resource,
+    policy_resources,
     selector_matches,
 )
 from scaling.errors import InvalidEvent, InvalidPolicy
@@ -185,7 +185,7 @@ class Collector:
             return self._on_hpa(kind, obj, now)
         if res is VPAS:
             return self._on_vpa(kind, obj, now)
-        if res in POLICY_RESOURCES:
+        if res in policy_resources():
             return self._on_policy(kind, res, obj, now)
         return []
 

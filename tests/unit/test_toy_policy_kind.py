@@ -1,6 +1,6 @@
 """A policy kind is one registration: a toy kind defined and registered only in this test is
-decided by ``tandem replay``, bounded by the applier's checks, drawn by the report and run by the
-simulator, with no other file touched.
+decided by ``tandem replay``, bounded by the applier's checks, watched by the collector, drawn by
+the report and run by the simulator, with no other file touched.
 
 "Fixed" (``toy.tandem.dev/v1``) always wants ``spec.replicas`` replicas, which must lie within
 ``spec.minReplicas``..``spec.maxReplicas``; it never changes container resources.
@@ -22,6 +22,8 @@ from analysis.report import build
 from analysis.simulate import simulate
 from cli.main import main as tandem
 from edge.checks import check_decision, find_policy, policy_bounds
+from edge.kube import Resource, policy_resources
+from edge.translate import Collector
 from scaling.errors import InvalidPolicy
 from scaling.events import WorkloadRef
 from scaling.outcome import Outcome, View
@@ -179,3 +181,11 @@ def test_the_simulator_runs_the_kind_in_closed_loop(files: tuple[Path, Path]) ->
     # at the toy's maxReplicas (5 x 500m = 2.5 cores) the 3 cores of demand saturate every sample
     # after the decision took effect (T0 + 60 .. T0 + 270)
     assert out.saturated_samples == 8
+
+
+def test_the_collector_watches_the_kinds_crd_and_sends_its_policy_events() -> None:
+    resource = Resource("toy.tandem.dev", "v1", "fixeds", "Fixed")
+    assert policy_resources()[-1] == resource  # the CRD the collector and the applier list/watch
+    obj = {**manifest(), "metadata": {**manifest()["metadata"], "uid": "u1", "resourceVersion": "7"}}
+    [event] = Collector("eu-1").observe("ADDED", resource, obj, T0)
+    assert (event["type"], event["workload"], event["policy"]) == ("policy", WL.as_dict(), manifest())
