@@ -27,20 +27,18 @@ from ..outcome import Outcome, View
 from ..quantity import format_quantity
 from .base import get_path, int_field, mapping_field, quantity_field
 from .bounds import Bounds
-from .hvpa import (
+from .hvpa import hvpa_bounds
+from .hvpa.rules import _round_kb, min_change_threshold, scaled_limit
+from .hvpa.spec import (
     Change,
     ContainerPolicy,
     ScaleType,
     Window,
     _container_policies,
     _metrics,
-    _round_kb,
     _scale_params,
     _scale_type,
     find_container_policy,
-    hvpa_bounds,
-    min_change_threshold,
-    scaled_limit,
 )
 from .registry import PolicyKind, register
 from .templates import HpaTemplate, VpaTemplate

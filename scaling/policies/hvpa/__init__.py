@@ -1,0 +1,53 @@
+"""Gardener HVPA, weight-based line: the released API and the seed proposal's form.
+
+Two manifests map onto one :class:`HvpaSpec`:
+
+* the **released** API (``autoscaling.k8s.io/v1alpha1`` with ``hpa``/``vpa`` blocks, integer
+  ``vpaWeight`` 0-100) follows the released controller (hvpa-controller v0.17.0, ``master``;
+  reference ``hvpa.md`` section 2), quirks included;
+* the **seed** form (``hpaTemplate``/``vpaTemplate``, fractional ``vpaWeight`` 0-1, stage fields,
+  ``minCpuChange``...) follows ``seeds/hvpa-controller-proposal.md`` and adds its modes
+  (HPA-preferred, HPA-biased, VPA-biased, mixed).
+
+Every place where the two differ is listed in ``docs/hvpa.md``.  Weights are kept as exact
+``Fraction`` of 1 so that ``ceil``/``floor``/``trunc`` land where Go's integer and float64 maths do.
+"""
+
+from __future__ import annotations
+
+from ..registry import PolicyKind, register
+from .policy import HvpaPolicy, hvpa_bounds, parse_hvpa_policy
+from .rules import min_change_threshold, scaled_limit, vpa_usable, vpa_weight
+from .spec import (
+    MODES,
+    Change,
+    ContainerPolicy,
+    HvpaSpec,
+    Interval,
+    MixedThresholds,
+    ScaleType,
+    Window,
+    find_container_policy,
+    parse_hvpa,
+)
+
+__all__ = [
+    "MODES",
+    "Change",
+    "ContainerPolicy",
+    "HvpaPolicy",
+    "HvpaSpec",
+    "Interval",
+    "MixedThresholds",
+    "ScaleType",
+    "Window",
+    "find_container_policy",
+    "hvpa_bounds",
+    "min_change_threshold",
+    "parse_hvpa",
+    "scaled_limit",
+    "vpa_usable",
+    "vpa_weight",
+]
+
+KIND = register(PolicyKind("Hvpa", "autoscaling.k8s.io", ("v1alpha1",), "hvpas", parse_hvpa_policy))
