@@ -44,6 +44,7 @@ from schemas.words import (
     policy_phrase,
     sentence,
 )
+from streams.inputs import BrokenStream, iter_lines
 from streams.security import KafkaSecurity
 from streams.settings import bootstrap_servers
 
@@ -163,8 +164,6 @@ def _decode(raw: bytes, seq: int) -> AuditEvent:
 
 def read_file(path: str, err: IO[str] | None = None) -> list[AuditEvent]:
     """The CloudEvents of an audit file in file order; bad lines are reported on ``err`` and skipped."""
-    from streams.inputs import BrokenStream, iter_lines
-
     err = err if err is not None else sys.stderr
     out: list[AuditEvent] = []
     held: list[str] = []  # bad lines before the first CloudEvent: told only if the file is an audit file

@@ -89,6 +89,8 @@ from scaling.cloudevents import APPLIED, APPLY_FAILED, BLOCKED, DECISION, cloude
 from scaling.errors import InvalidEvent, InvalidPolicy
 from scaling.events import WorkloadRef, decode_workload_ref
 from scaling.policies import parse_policy
+from schemas.codec import encode
+from streams.topics import actuator_topic, ensure_topics, topic_name
 
 __all__ = [
     "Applier",
@@ -443,9 +445,6 @@ async def run(
     With ``metrics`` (else the ``applier``'s), the results, API calls and consumer lag are reported.
     """
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-
-    from schemas.codec import encode
-    from streams.topics import actuator_topic, ensure_topics, topic_name
 
     if ensure:
         try:

@@ -71,6 +71,8 @@ from edge.kube import (
 from edge.retry import start_retrying
 from edge.translate import Collector
 from ops.errors import describe
+from schemas.codec import encode
+from streams.topics import TOPIC_OF_TYPE, ensure_topics, topic_name
 
 __all__ = ["CollectorConfig", "run"]
 
@@ -144,8 +146,6 @@ class _KafkaSink:
     def __init__(self, settings: Any) -> None:
         from aiokafka import AIOKafkaProducer
 
-        from streams.topics import TOPIC_OF_TYPE, topic_name
-
         self.topics = {t: topic_name(settings.prefix, s) for t, s in TOPIC_OF_TYPE.items()}
         self.settings = settings
         self.producer = AIOKafkaProducer(**settings.client_kwargs(), acks="all", enable_idempotence=True, linger_ms=5)
@@ -154,8 +154,6 @@ class _KafkaSink:
         await self.producer.start()
 
     async def send(self, events: Sequence[dict[str, Any]]) -> None:
-        from schemas.codec import encode
-
         futures = []
         for ev in events:
             key = "/".join(ev["workload"][f] for f in ("cluster", "namespace", "kind", "name")).encode()
@@ -182,8 +180,6 @@ class _FileSink:
         self.fh = sys.stdout.buffer if self.path == "-" else open(self.path, "ab")  # noqa: SIM115
 
     async def send(self, events: Sequence[dict[str, Any]]) -> None:
-        from schemas.codec import encode
-
         for ev in events:
             self.fh.write(encode(ev) + b"\n")
         self.fh.flush()
@@ -213,8 +209,6 @@ async def run(
     if out:
         sink = _FileSink(out)
     else:
-        from streams.topics import ensure_topics
-
         try:
             await ensure_topics(settings, strict=False)
         except Exception as exc:  # no right to create topics at the edge: they must exist already

@@ -12,6 +12,7 @@ from typing import IO, Any
 
 import yaml
 
+from scaling.engine import policy_event
 from scaling.errors import InvalidEvent
 from scaling.settings import Settings
 
@@ -211,8 +212,6 @@ def load_command_inputs(
     ``strict``: then :class:`RefusedPolicy` (exit 1).  Files tandem cannot use at all raise
     :class:`UsageError` (exit 2).
     """
-    from scaling.engine import policy_event
-
     for path in files:
         check_stream(path)
     try:

@@ -10,7 +10,13 @@ from typing import IO, Any
 
 import orjson
 
-from analysis.audit import AuditEvent, _event_ts
+from analysis.audit import AuditEvent, _event_ts, read_file
+from scaling.engine import Engine
+from scaling.events import HpaEvent, MetricEvent, PolicyEvent, VpaEvent, WorkloadEvent
+from scaling.policies import parse_policy
+from scaling.quantity import parse_quantity
+from streams.inputs import iter_lines
+from streams.runner import ReplayStats, no_policy_warning, read_sorted, run
 
 
 @dataclass
@@ -62,8 +68,6 @@ class ReportData:
 
 
 def _is_audit_file(path: str) -> bool:
-    from streams.inputs import iter_lines
-
     for _, line in iter_lines(path):
         try:
             obj = orjson.loads(line)
@@ -79,8 +83,6 @@ def _cores_or_bytes(res: str, milli: int) -> float:
 
 def _policy_bounds(manifest: Mapping[str, Any], ref: Any) -> tuple[int | None, int | None]:
     """The policy's replica bounds (:meth:`Policy.bounds`), when it declares both."""
-    from scaling.policies import parse_policy
-
     try:
         bounds = parse_policy(manifest, ref).bounds()
     except Exception:
@@ -100,10 +102,6 @@ def collect(
     err: IO[str] | None = None,
 ) -> ReportData:
     """Replay the streams (embedded) and read the audit files; gather every chart's data."""
-    from analysis.audit import read_file
-    from scaling.engine import Engine
-    from scaling.quantity import parse_quantity
-    from streams.runner import ReplayStats, no_policy_warning, read_sorted, run
 
     err = err if err is not None else sys.stderr
     data = ReportData(from_stream=bool(stream_paths), inputs=[*stream_paths, *audit_paths])
@@ -178,8 +176,6 @@ def collect(
 
 def _gather(data: ReportData, event: Any) -> None:
     """What one input event the engine took adds to the charts: usage, spec, recommendations, bounds."""
-    from scaling.events import HpaEvent, MetricEvent, PolicyEvent, VpaEvent, WorkloadEvent
-
     w = data.workload(event.workload.key)
     if isinstance(event, MetricEvent):
         by_container: dict[tuple[str, str], list[float]] = {}
@@ -227,8 +223,6 @@ def _key(workload: Mapping[str, str]) -> str:
 
 def _from_decisions(w: WorkloadData, from_stream: bool) -> None:
     """What the decisions say: custom-metric targets, Tortoise's moving bounds, and (audit only) steps."""
-    from scaling.quantity import parse_quantity
-
     for e in w.events:
         if e.type not in ("decision", "blocked"):
             continue
