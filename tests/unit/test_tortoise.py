@@ -528,9 +528,73 @@ def test_a_horizontal_pair_without_hpa_metric_gets_one_at_70() -> None:
     view = make_view(hpa=hpa_raw(3, 10, {"app/memory": 60}), vpa=vpa_of(app=("1", "1Gi")))
     mem = working(p, view)
     out = p.decide(view, mem)
-    # The metric of the Vertical pair stays (a decision cannot remove one) and is not retargeted.
     assert targets(out) == {"app/cpu": (None, 70)}
-    assert mem["hpa"]["targets"] == {"app/cpu": 70, "app/memory": 60}
+    # The Vertical pair's metric is removed (syncHPAMetricsWithTortoiseAutoscalingPolicy).
+    assert out.hpa["metrics"] == {"removed": [{"type": "ContainerResource", "container": "app", "name": "memory"}]}
+    assert mem["hpa"]["targets"] == {"app/cpu": 70}
+
+
+def with_metrics(raw: dict[str, Any], *extra: dict[str, Any]) -> dict[str, Any]:
+    return {**raw, "metrics": [*raw["metrics"], *extra]}
+
+
+def external(name: str) -> dict[str, Any]:
+    return {
+        "type": "External",
+        "external": {"metric": {"name": name}, "target": {"type": "AverageValue", "averageValue": "10"}},
+    }
+
+
+RESOURCE_CPU = {
+    "type": "Resource",
+    "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}},
+}
+
+
+def test_resource_metrics_are_removed_and_external_ones_kept_without_an_exclusion_regex() -> None:
+    p = policy()
+    raw = with_metrics(hpa_raw(3, 10, {"app/cpu": 70}), RESOURCE_CPU, external("queue-depth-exclude-metric"))
+    view = make_view(hpa=raw, vpa=vpa_of(app=("1", "1Gi")))
+    out = p.decide(view, working(p, view))
+    assert out.hpa["metrics"] == {"removed": [{"type": "Resource", "name": "cpu"}]}
+
+
+def test_external_metrics_matching_the_exclusion_regex_are_removed_anywhere_in_the_name() -> None:
+    # HPAExternalMetricExclusionRegex ".*-exclude-metric" of the controller tests; Go's MatchString
+    # finds the pattern anywhere, so "exclude" alone matches "a-exclude-metric-b" too.
+    p = policy()
+    raw = with_metrics(
+        hpa_raw(3, 10, {"app/cpu": 70}),
+        external("datadog-exclude-metric"),
+        external("queue-depth"),
+        external("a-exclude-metric-b"),
+    )
+    settings = {"HPAExternalMetricExclusionRegex": "exclude-metric"}
+    view = make_view(hpa=raw, vpa=vpa_of(app=("1", "1Gi")), settings=settings)
+    out = p.decide(view, working(p, view))
+    assert out.hpa["metrics"] == {
+        "removed": [
+            {"type": "External", "name": "datadog-exclude-metric"},
+            {"type": "External", "name": "a-exclude-metric-b"},
+        ]
+    }
+
+
+def test_external_metrics_are_not_excluded_while_gathering_data() -> None:
+    # excludeExternalMetric runs when Tortoise writes its recommendation, which it does not do
+    # in GatheringData.
+    p = policy(autoscalingPolicy=[{"containerName": "app", "policy": {"cpu": "Horizontal", "memory": "Off"}}])
+    raw = with_metrics(hpa_raw(3, 10, {"app/cpu": 70}), external("x-exclude-metric"))
+    settings = {"HPAExternalMetricExclusionRegex": ".*-exclude-metric"}
+    view = make_view(hpa=raw, vpa=vpa_of(app=("1", "1Gi")), settings=settings)
+    mem = working(p, view, phase="GatheringData")
+    mem["rp"]["app/cpu"] = ["GatheringData", NOW - DAY]  # a week is needed
+    out = p.decide(view, mem)
+    assert mem["phase"] == "GatheringData"
+    assert "metrics" not in out.hpa
+    mem["rp"]["app/cpu"] = ["GatheringData", NOW - 8 * DAY]
+    mem.pop("last")
+    assert p.decide(view, mem).hpa["metrics"] == {"removed": [{"type": "External", "name": "x-exclude-metric"}]}
 
 
 # --- min / max replicas ----------------------------------------------------------------------

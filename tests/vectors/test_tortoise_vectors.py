@@ -1019,3 +1019,153 @@ def test_own_hpa_without_samples_sends_tortoise_into_emergency_and_back(tmp_path
     assert at(audit, back)["reasons"][1] == "tortoise: Emergency is over: minReplicas comes back gradually"
     assert at(audit, back + 300)["reasons"][1] == "tortoise: BackToNormal finished at minReplicas 3"
     assert at(audit, emergency)["reasons"][1] == "tortoise: the HPA cannot get its metrics: automatic Emergency"
+
+
+# --- Emergency and BackToNormal (internal/controller/testdata, tortoise_controller_test.go) ----
+#
+# Staged like the upstream fixtures: a Working Tortoise whose recommendations are min 5, max 20
+# (10 replicas, multipliers 0.5 / 2), target 75 (VPA 3 of a 4-core request, HPA at 50) and memory
+# 3Gi (VPA 3Gi, buffer 0); then, two hours later (past both hourly intervals), the Emergency.  The
+# cluster still reports the 4Gi request, as in the fixtures, and the VPA has moved on to 2 / 2Gi:
+# Tortoise neither updates its recommendations (``UpdateRecommendations`` returns in Emergency and
+# BackToNormal) nor stops applying the frozen ones (``UpdateResourceRequest`` runs in every phase).
+
+TE = TW + 2 * H  # the Emergency's first tick
+TB = TE + 2 * H  # Emergency turned off
+EMERGENCY_POLICY = policies(app={"cpu": "Horizontal", "memory": "Vertical"})
+
+
+def emergency_events(*, automatic: bool = False) -> list[dict[str, Any]]:
+    events = staged(
+        {"app": ("4", "4Gi")},
+        10,
+        lambda ts: hpa(ts, 1, 100, {"app/cpu": 50}),
+        lambda ts: vpa(ts, {"app": ("3", "3Gi")}, upper={"app": ("5", "5Gi")}),
+        tortoise(autoscalingPolicy=EMERGENCY_POLICY),
+    )
+    if not automatic:
+        events.append(ev("policy", TE, policy=tortoise("Emergency", autoscalingPolicy=EMERGENCY_POLICY)))
+    events += [
+        workload(TE, 10, {"app": ("4", "4Gi")}),
+        hpa(TE, 5, 20, {"app/cpu": 75}, conditions=_failing_since(TE - 600) if automatic else None),
+        vpa(TE, {"app": ("2", "2Gi")}, upper={"app": ("5", "5Gi")}),
+    ]
+    return events
+
+
+def test_controller_working_tortoise_before_the_emergency(tmp_path: Path) -> None:
+    out = run(tmp_path, emergency_events()[:-4], CONTROLLER)
+    working = at(out, TW)
+    assert working["reasons"][0] == "tortoise: phase Working"
+    assert hpa_changes(working) == {
+        "min_replicas": (1, 5),
+        "max_replicas": (100, 20),
+        "target_utilization": {"app/cpu": (50, 75)},
+    }
+    assert requests_to(working) == {"app": {"memory": mem("3Gi")}}
+
+
+@pytest.mark.parametrize(
+    "automatic",
+    [False, True],
+    ids=["single-container-pod-emergency-started", "automatic-emergency-mode-mixed-policies-unhealthy"],
+)
+def test_controller_emergency_pins_min_to_the_frozen_max_and_applies_the_frozen_requests(
+    tmp_path: Path, automatic: bool
+) -> None:
+    out = run(tmp_path, emergency_events(automatic=automatic), CONTROLLER)
+    emergency = at(out, TE)
+    assert emergency["reasons"][0] == "tortoise: phase Emergency"
+    # HPA min := recommended max (hpa/service.go ChangeHPAFromTortoiseRecommendation), max and the
+    # target from the frozen recommendations: the VPA's 2 / 2Gi changes neither.
+    assert hpa_changes(emergency) == {"min_replicas": (5, 20)}
+    # The frozen vertical recommendation (3Gi) is written again over the 4Gi the cluster reports.
+    assert requests_to(emergency) == {"app": {"memory": mem("3Gi")}}
+
+
+def test_controller_during_emergency_nothing_changes(tmp_path: Path) -> None:
+    # reconcile-for-the-single-container-pod-during-emergency: HPA 20 / 20 / 75 and 3Gi stay.
+    events = emergency_events()
+    later = TE + 2 * H
+    events += [
+        workload(later, 20, {"app": ("4", "3Gi")}),
+        hpa(later, 20, 20, {"app/cpu": 75}),
+        vpa(later, {"app": ("1", "1Gi")}, upper={"app": ("5", "5Gi")}),
+    ]
+    out = run(tmp_path, events, CONTROLLER)
+    assert [e["data"] for e in decisions(out) if e["data"]["tick"] > TE] == []
+
+
+def test_controller_back_to_normal_reduces_min_by_the_factor_and_reapplies_the_frozen_target(
+    tmp_path: Path,
+) -> None:
+    # reconcile-for-the-single-container-pod-backtonormal: updateMode Auto again while the phase is
+    # Emergency; the HPA reports min 19, target 50 and the pods 4Gi.  min := trunc(19 x 0.95) = 18
+    # (ReplicaReductionFactor), target 50 -> 75 and memory 4Gi -> 3Gi from the frozen recommendations.
+    events = emergency_events()
+    events += [
+        ev("policy", TB, policy=tortoise("Auto", autoscalingPolicy=EMERGENCY_POLICY)),
+        workload(TB, 20, {"app": ("4", "4Gi")}),
+        hpa(TB, 19, 20, {"app/cpu": 50}),
+        vpa(TB, {"app": ("2", "2Gi")}, upper={"app": ("5", "5Gi")}),
+    ]
+    out = run(tmp_path, events, CONTROLLER)
+    back = at(out, TB)
+    assert back["reasons"][0] == "tortoise: phase BackToNormal"
+    assert hpa_changes(back) == {"min_replicas": (19, 18), "target_utilization": {"app/cpu": (50, 75)}}
+    assert requests_to(back) == {"app": {"memory": mem("3Gi")}}
+
+
+def test_controller_vertical_only_tortoise_never_enters_automatic_emergency(tmp_path: Path) -> None:
+    # reconcile-automatic-emergency-mode-vertical-scaling: ScalingActive=False, but no Horizontal
+    # policy (UpdateTortoisePhaseIfHPAIsUnhealthy needs one through the Working HPA): stays Working.
+    both = {"cpu": "Vertical", "memory": "Vertical"}
+    events = staged(
+        {"app": ("10", "10Gi")},
+        10,
+        lambda ts: hpa(ts, 3, 15, {"app/cpu": 30}, conditions=_failing_since(T0 - DAY), current=[0]),
+        lambda ts: vpa(ts, {"app": ("4", "6Gi")}, upper={"app": ("5", "7Gi")}),
+        tortoise(autoscalingPolicy=policies(app=both)),
+    )
+    out = run(tmp_path, events, CONTROLLER)
+    working = at(out, TW)
+    assert working["reasons"][0] == "tortoise: phase Working"
+    assert "hpa" not in working
+    assert requests_to(working) == {"app": {"cpu": "4", "memory": mem("6Gi")}}
+
+
+def test_controller_single_container_pod_working_excludes_external_metrics_by_the_regex(tmp_path: Path) -> None:
+    # reconcile-for-the-single-container-pod-working: the HPA has External metrics
+    # hoge-kept-metric and hoge-exclude-metric; HPAExternalMetricExclusionRegex ".*-exclude-metric"
+    # (CONTROLLER) removes the second when Tortoise writes min 5, max 20 and target 75.
+    def with_externals(ts: float) -> dict[str, Any]:
+        e = hpa(ts, 1, 100, {"app/cpu": 50})
+        externals = [
+            {"type": "External", "external": {"metric": {"name": n}, "target": {"type": "Value", "value": "1"}}}
+            for n in ("hoge-kept-metric", "hoge-exclude-metric")
+        ]
+        return {**e, "metrics": [*externals, *e["metrics"]]}
+
+    events = staged(
+        {"app": ("4", "4Gi")},
+        10,
+        with_externals,
+        lambda ts: vpa(ts, {"app": ("3", "3Gi")}, upper={"app": ("5", "5Gi")}),
+        tortoise(autoscalingPolicy=EMERGENCY_POLICY),
+    )
+    out = run(tmp_path, events, CONTROLLER)
+    # PartlyWorking (memory is Vertical): Tortoise writes the HPA (UpdateHPAFromTortoiseRecommendation
+    # runs past GatheringData), no Horizontal pair is ready yet, so only the exclusion changes it.
+    partly = at(out, T0 + 60)
+    assert partly["reasons"][0] == "tortoise: phase PartlyWorking"
+    assert partly["hpa"] == {"metrics": {"removed": [{"type": "External", "name": "hoge-exclude-metric"}]}}
+    # Working: the HPA of the fixture's after/hpa.yaml.  The cluster's hpa event at TW still lists
+    # the excluded metric, so it is removed again (the applier's patch finds nothing to remove).
+    working = at(out, TW)
+    assert working["reasons"][0] == "tortoise: phase Working"
+    assert working["hpa"] == {
+        "max_replicas": {"from": 100, "to": 20},
+        "metrics": {"removed": [{"type": "External", "name": "hoge-exclude-metric"}]},
+        "min_replicas": {"from": 1, "to": 5},
+        "target_utilization": {"app/cpu": {"from": 50, "to": 75}},
+    }

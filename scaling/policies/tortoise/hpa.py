@@ -3,10 +3,12 @@ history, rate-limited target utilizations, the metric list, and the HPA as last 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from ...history import replica_bounds
+from ...hpa_metrics import metric_ref, ref_key
 from ...outcome import View
 from .settings import TortoiseSettings
 from .spec import Pair, TortoiseSpec, pair_key, split_key
@@ -17,6 +19,7 @@ __all__ = [
     "NEW_METRIC_TARGET",
     "apply_hpa",
     "assume_hpa",
+    "exclude_external_metrics",
     "hpa_state",
     "initial_hpa",
     "sync_metrics",
@@ -51,11 +54,12 @@ def initial_hpa(st: TortoiseSettings, policies: Mapping[Pair, str]) -> HpaState:
 
 
 def sync_metrics(t: Tick) -> None:
-    """Every Horizontal pair gets a ContainerResource metric at 70 (reference 2.c).
+    """The HPA's metric list follows the autoscaling policies (reference 2.c;
+    ``syncHPAMetricsWithTortoiseAutoscalingPolicy`` in pkg/hpa/service.go).
 
-    Tortoise also deletes the ContainerResource metrics of non-Horizontal pairs; a decision
-    cannot say "remove" (``to`` is a number in ``decision.schema.json``), so tandem leaves them
-    and never retargets them.
+    Every Horizontal pair gets a ContainerResource metric at 70; the ContainerResource metrics of
+    pairs that are not Horizontal and every ``Resource`` metric are removed
+    (``hpa.metrics.removed``).  Other metric types (External, Pods, Object) are kept.
     """
     hpa = t.hpa_math
     if hpa is None or hpa.targets is None:
@@ -67,6 +71,49 @@ def sync_metrics(t: Tick) -> None:
             hpa.targets[p] = NEW_METRIC_TARGET
     if not changes:
         del t.out.hpa["target_utilization"]
+    horizontal = {p for p, kind in t.policies.items() if kind == "Horizontal"}
+    gone: list[dict[str, str]] = []
+    for ref in _metric_refs(t):
+        if ref["type"] == "Resource" or (
+            ref["type"] == "ContainerResource" and (ref["container"], ref["name"]) not in horizontal
+        ):
+            gone.append(ref)
+            if ref["type"] == "ContainerResource":
+                hpa.targets.pop((ref["container"], ref["name"]), None)
+    _remove(t, gone)
+
+
+def exclude_external_metrics(t: Tick) -> None:
+    """``excludeExternalMetric`` (pkg/hpa/service.go): External metrics whose name matches
+    ``HPAExternalMetricExclusionRegex`` are removed whenever Tortoise writes its recommendation to
+    the HPA (past GatheringData).  Go's ``MatchString`` finds the pattern anywhere in the name
+    (``re.search``); an empty setting removes nothing."""
+    pattern = t.st.external_exclusion
+    if not pattern:
+        return
+    rx = re.compile(pattern)
+    _remove(t, [ref for ref in _metric_refs(t) if ref["type"] == "External" and rx.search(ref["name"])])
+
+
+def _metric_refs(t: Tick) -> list[dict[str, str]]:
+    """References of the metrics the HPA has now (the observed HPA with tandem's decisions on top)."""
+    ev = t.view.hpa
+    if ev is None or ev.metrics is None:
+        return []
+    refs: dict[tuple[str, str, str], dict[str, str]] = {}
+    for m in ev.metrics:
+        ref = metric_ref(m) if isinstance(m, Mapping) else None
+        if ref is not None:
+            refs.setdefault(ref_key(ref), ref)
+    return list(refs.values())
+
+
+def _remove(t: Tick, refs: list[dict[str, str]]) -> None:
+    if not refs:
+        return
+    removed: list[dict[str, str]] = t.out.hpa.setdefault("metrics", {}).setdefault("removed", [])
+    known = {ref_key(r) for r in removed}
+    removed.extend(r for r in refs if ref_key(r) not in known)
 
 
 def apply_hpa(t: Tick, spec: TortoiseSpec, trec: Mapping[str, int], pairs: list[Pair]) -> None:
@@ -160,5 +207,8 @@ def assume_hpa(t: Tick, created: bool) -> None:
         if state.targets is None:
             state.targets = {}
         state.targets[split_key(key)] = new
+    for ref in (t.out.hpa.get("metrics") or {}).get("removed") or ():
+        if ref.get("type") == "ContainerResource" and state.targets is not None:
+            changed = state.targets.pop((ref["container"], ref["name"]), None) is not None or changed
     if changed or created:
         t.memory["hpa"] = state.to_memory(t.now)

@@ -15,7 +15,16 @@ from ...recommend.vpa import ContainerPolicy as VpaContainerPolicy
 from ..bounds import Bounds
 from ..bounds import ContainerBounds as AllowedBounds
 from ..templates import HpaTemplate, VpaTemplate
-from .hpa import DEFAULT_HPA_BEHAVIOR, NEW_METRIC_TARGET, apply_hpa, assume_hpa, hpa_state, initial_hpa, sync_metrics
+from .hpa import (
+    DEFAULT_HPA_BEHAVIOR,
+    NEW_METRIC_TARGET,
+    apply_hpa,
+    assume_hpa,
+    exclude_external_metrics,
+    hpa_state,
+    initial_hpa,
+    sync_metrics,
+)
 from .phases import block_gathering, hpa_broken, initialize, phase_step, sync_resource_phases, vpa_unready
 from .recommendation import apply_requests, target_recommendations, update_vpa_max, vertical_recommendations
 from .settings import TortoiseSettings
@@ -200,10 +209,14 @@ class TortoisePolicy:
         vmax = update_vpa_max(view.vpa, policies, memory)
         out.inputs["vpa_max"] = {k: format_quantity(split_key(k)[1], v) for k, v in sorted(vmax.items())}
 
-        # Step 11: recommendations, frozen in Emergency and BackToNormal.
+        # Step 11: recommendations, frozen in Emergency and BackToNormal: Tortoise's
+        # ``UpdateRecommendations`` (pkg/recommender/recommender.go) returns at once in those phases,
+        # so the replicas raised by the Emergency break neither the min/max nor the target
+        # utilizations nor the vertical recommendation.  The sticky VPA maximum above
+        # (``UpdateContainerRecommendationFromVPA``) is still updated, as upstream.
         frozen = t.phase in ("Emergency", "BackToNormal")
         trec: dict[str, int] = dict(memory.get("trec") or {})
-        vrec: dict[str, dict[str, int]] = {}
+        vrec: dict[str, dict[str, int]] = _stored_vrec(memory.get("vrec"))
         if not frozen:
             if view.spec.replicas == st.maximum_max_replicas:
                 out.reasons.append("tortoise: replicas at MaximumMaxReplicas: target utilization not recomputed")
@@ -211,6 +224,8 @@ class TortoisePolicy:
                 trec = target_recommendations(t, vmax)
                 memory["trec"] = trec
             vrec = vertical_recommendations(t, spec, vmax)
+            if memory.get("vrec") != vrec:
+                memory["vrec"] = vrec
 
         # Step 12: nothing is applied while gathering data.
         if t.phase == "GatheringData":
@@ -219,6 +234,7 @@ class TortoisePolicy:
 
         # Step 13: HPA, then requests.
         if has_h:
+            exclude_external_metrics(t)
             working = [
                 p for p, kind in policies.items() if kind == "Horizontal" and rphases[pair_key(p)][0] == "Working"
             ]
@@ -228,8 +244,10 @@ class TortoisePolicy:
                 )
             else:
                 block_gathering(t, has_h)
-        if not frozen:
-            apply_requests(t, vrec)
+        # ``UpdateResourceRequest`` runs in every phase past GatheringData: in Emergency and
+        # BackToNormal it writes the frozen vertical recommendation (controller testdata
+        # reconcile-for-the-single-container-pod-emergency-started: memory 4Gi -> 3Gi).
+        apply_requests(t, vrec)
         return self._finish(t)
 
     # -- helpers: state ------------------------------------------------------------------------
@@ -313,3 +331,14 @@ class TortoisePolicy:
         if out.hpa:
             assume_hpa(t, new_hpa)
         return out
+
+
+def _stored_vrec(raw: object) -> dict[str, dict[str, int]]:
+    """The vertical recommendation kept in the memory (``status.recommendations.vertical``)."""
+    if not isinstance(raw, Mapping):
+        return {}
+    out: dict[str, dict[str, int]] = {}
+    for c, res in raw.items():
+        if isinstance(res, Mapping):
+            out[str(c)] = {str(r): int(v) for r, v in res.items() if isinstance(v, int)}
+    return out

@@ -21,7 +21,7 @@ class HpaState:
     """The HPA fields Tortoise owns: min/max replicas and ContainerResource utilization targets.
 
     ``targets`` is ``None`` when the HPA's metrics are unknown (an ``hpa`` event without
-    ``metrics``); then no metric is added, removed or retargeted.
+    ``metrics``); then no metric is added or retargeted.
     """
 
     min_replicas: int | None
