@@ -284,6 +284,40 @@ def test_bad_settings_are_rejected_naming_the_key(raw: dict[str, Any], field: st
     assert info.value.field == field
 
 
+def test_values_tortoise_accepts_are_accepted_without_invented_bounds() -> None:
+    s = TortoiseSettings.from_mapping(
+        {
+            "MaxReplicasRecommendationMultiplier": 5000,
+            "BufferRatioOnVerticalResource": 150,
+            "MinimumMinReplicas": 3,
+            "MaximumMinReplicas": 2_000_000,
+            "PreferredMaxReplicas": 3_000_000,
+            "MaximumMaxReplicas": 2**31 - 1,
+        }
+    )
+    assert (s.max_multiplier, s.buffer_ratio, s.maximum_max_replicas) == (5000.0, 150.0, 2**31 - 1)
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        ({"RangeOfMinMaxReplicasRecommendationHours": 5}, "5 does not divide 24: the day must split into equal slots"),
+        ({"ReplicaReductionFactor": 1.5}, "1.5 is outside 0.0..1.0: BackToNormal multiplies minReplicas by it"),
+        ({"BufferRatioOnVerticalResource": -0.1}, "-0.1 is below 0.0: the recommendation is multiplied by 1 +"),
+        ({"MaximumMaxReplicas": 2**31}, "2147483648 is outside 1..2147483647: HPA replica counts are int32"),
+        (
+            {"FeatureFlags": ["VerticalScalingBasedOnPreferredMaxReplica"]},
+            "unknown feature flag 'VerticalScalingBasedOnPreferredMaxReplica' (did you mean "
+            "VerticalScalingBasedOnPreferredMaxReplicas?) (Tortoise would ignore it",
+        ),
+    ],
+)
+def test_a_value_tandem_refuses_says_why_and_what_tortoise_does(raw: dict[str, Any], why: str) -> None:
+    with pytest.raises(InvalidPolicy) as info:
+        TortoiseSettings.from_mapping(raw)
+    assert why in str(info.value)
+
+
 def test_per_container_minimum_replaces_the_global_floor_for_that_resource_only() -> None:
     s = TortoiseSettings.from_mapping({"MinimumCPURequestPerContainer": {"istio-proxy": "100m"}})
     assert s.global_min("istio-proxy", "cpu") == 100

@@ -75,7 +75,13 @@ class TortoiseSettings:
         d = cls()
         width = _int_setting(raw, "RangeOfMinMaxReplicasRecommendationHours", d.slot_hours, 1, 24)
         if 24 % width:
-            raise InvalidPolicy("tortoise.RangeOfMinMaxReplicasRecommendationHours", f"{width} does not divide 24")
+            # Tortoise's config accepts it, but initializeMinMaxReplicas (pkg/tortoise/tortoise.go)
+            # then steps its slots past hour 24 and never leaves its loop.
+            raise InvalidPolicy(
+                "tortoise.RangeOfMinMaxReplicasRecommendationHours",
+                f"{width} does not divide 24: the day must split into equal slots (Tortoise accepts it, "
+                "but its slot loop never reaches hour 24 and the controller hangs)",
+            )
         period = raw.get("GatheringDataPeriodType", d.period)
         if period not in PERIODS:
             raise InvalidPolicy("tortoise.GatheringDataPeriodType", f"{period!r} is not weekly or daily")
@@ -115,8 +121,16 @@ class TortoiseSettings:
                 raise InvalidPolicy(f"tortoise.ResourceLimitMultiplier.{res}", f"expected an integer >= 1, got {m!r}")
             limit_mult[str(res)] = m
         flags = raw.get("FeatureFlags") or []
-        if not isinstance(flags, list) or not all(f in FEATURES for f in flags):
+        if not isinstance(flags, list):
             raise InvalidPolicy("tortoise.FeatureFlags", f"expected a list of {', '.join(FEATURES)}")
+        for flag in flags:
+            if flag not in FEATURES:
+                # Tortoise ignores a flag it does not know: a misspelled flag is silently off.
+                raise InvalidPolicy(
+                    "tortoise.FeatureFlags",
+                    f"unknown feature flag {flag!r}{did_you_mean(str(flag), FEATURES)} (Tortoise would ignore it "
+                    f"and leave the feature off; known: {', '.join(FEATURES)})",
+                )
         excluded = raw.get("ExcludedNamespaces") or []
         if not isinstance(excluded, list) or not all(isinstance(n, str) for n in excluded):
             raise InvalidPolicy("tortoise.ExcludedNamespaces", "expected a list of namespace names")
@@ -137,19 +151,31 @@ class TortoiseSettings:
         s = cls(
             slot_hours=width,
             period=str(period),
-            max_multiplier=_float_setting(raw, "MaxReplicasRecommendationMultiplier", d.max_multiplier, 0.0, 1000.0),
-            min_multiplier=_float_setting(raw, "MinReplicasRecommendationMultiplier", d.min_multiplier, 0.0, 1000.0),
-            reduction_factor=_float_setting(raw, "ReplicaReductionFactor", d.reduction_factor, 0.0, 1.0),
-            max_target=_int_setting(raw, "MaximumTargetResourceUtilization", d.max_target, 1, 100),
-            min_target=_int_setting(raw, "MinimumTargetResourceUtilization", d.min_target, 1, 100),
-            minimum_min_replicas=_int_setting(raw, "MinimumMinReplicas", d.minimum_min_replicas, 0, 1_000_000),
-            maximum_min_replicas=_int_setting(raw, "MaximumMinReplicas", d.maximum_min_replicas, 1, 1_000_000),
-            preferred_max_replicas=_int_setting(raw, "PreferredMaxReplicas", d.preferred_max_replicas, 1, 1_000_000),
-            maximum_max_replicas=_int_setting(raw, "MaximumMaxReplicas", d.maximum_max_replicas, 1, 1_000_000),
+            max_multiplier=_float_setting(
+                raw, "MaxReplicasRecommendationMultiplier", d.max_multiplier, 0.0, math.inf, _NEGATIVE
+            ),
+            min_multiplier=_float_setting(
+                raw, "MinReplicasRecommendationMultiplier", d.min_multiplier, 0.0, math.inf, _NEGATIVE
+            ),
+            reduction_factor=_float_setting(raw, "ReplicaReductionFactor", d.reduction_factor, 0.0, 1.0, _REDUCTION),
+            max_target=_int_setting(raw, "MaximumTargetResourceUtilization", d.max_target, 1, 100, _TARGET),
+            min_target=_int_setting(raw, "MinimumTargetResourceUtilization", d.min_target, 1, 100, _TARGET),
+            minimum_min_replicas=_int_setting(
+                raw, "MinimumMinReplicas", d.minimum_min_replicas, 0, INT32_MAX, _REPLICAS
+            ),
+            maximum_min_replicas=_int_setting(
+                raw, "MaximumMinReplicas", d.maximum_min_replicas, 1, INT32_MAX, _REPLICAS
+            ),
+            preferred_max_replicas=_int_setting(
+                raw, "PreferredMaxReplicas", d.preferred_max_replicas, 1, INT32_MAX, _REPLICAS
+            ),
+            maximum_max_replicas=_int_setting(
+                raw, "MaximumMaxReplicas", d.maximum_max_replicas, 1, INT32_MAX, _REPLICAS
+            ),
             max_request=max_req,
             min_request=min_req,
             min_request_per_container=per_container,
-            buffer_ratio=_float_setting(raw, "BufferRatioOnVerticalResource", d.buffer_ratio, 0.0, 100.0),
+            buffer_ratio=_float_setting(raw, "BufferRatioOnVerticalResource", d.buffer_ratio, 0.0, math.inf, _BUFFER),
             minimum_cpu_limit=_qty_setting(raw, "MinimumCPULimit", "0"),
             limit_multiplier=limit_mult,
             max_scale_down_ratio=_float_setting(raw, "MaxAllowedScalingDownRatio", d.max_scale_down_ratio, 0.0, 1.0),
@@ -222,23 +248,41 @@ _SETTING_KEYS = frozenset(
 )
 
 
-def _int_setting(raw: Mapping[str, Any], key: str, default: int, lo: int, hi: int) -> int:
+#: Why a bound exists, where Tortoise's own config does not check it (config.go ``validate``
+#: checks only RangeOfMinMaxReplicasRecommendationHours, HPATargetUtilizationMaxIncrease,
+#: MaxAllowedScalingDownRatio, ResourceLimitMultiplier and the replica orderings).
+_NEGATIVE = "a negative multiplier makes negative replica counts (Tortoise does not check it)"
+_REDUCTION = (
+    "BackToNormal multiplies minReplicas by it until the recommendation is reached: above 1 it would "
+    "grow and never end (Tortoise does not check it)"
+)
+_TARGET = "an HPA utilization target in percent; tandem's applier writes only 1..100 (Tortoise does not check it)"
+_REPLICAS = "HPA replica counts are int32 (Tortoise's MaximumMinReplicas and MaximumMaxReplicas are int32)"
+_BUFFER = (
+    "the recommendation is multiplied by 1 + the ratio: below 0 it would shrink every request "
+    "(Tortoise does not check it)"
+)
+INT32_MAX = 2**31 - 1
+
+
+def _int_setting(raw: Mapping[str, Any], key: str, default: int, lo: int, hi: int, why: str = "") -> int:
     value = raw.get(key, default)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidPolicy(f"tortoise.{key}", f"expected an integer, got {value!r}")
     if not lo <= value <= hi:
-        raise InvalidPolicy(f"tortoise.{key}", f"{value} is outside {lo}..{hi}")
+        raise InvalidPolicy(f"tortoise.{key}", f"{value} is outside {lo}..{hi}" + (f": {why}" if why else ""))
     return value
 
 
-def _float_setting(raw: Mapping[str, Any], key: str, default: float, lo: float, hi: float) -> float:
+def _float_setting(raw: Mapping[str, Any], key: str, default: float, lo: float, hi: float, why: str = "") -> float:
     value = raw.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvalidPolicy(f"tortoise.{key}", f"expected a number, got {value!r}")
     if not lo <= value <= hi:
-        raise InvalidPolicy(f"tortoise.{key}", f"{value} is outside {lo}..{hi}")
+        text = f"{value} is below {lo}" if hi == math.inf else f"{value} is outside {lo}..{hi}"
+        raise InvalidPolicy(f"tortoise.{key}", text + (f": {why}" if why else ""))
     return float(value)
 
 
