@@ -14,6 +14,8 @@
 #   TANDEM_KUBE_START_TIMEOUT  seconds to wait for /readyz (default 90)
 #   TANDEM_KUBE_STOP_TIMEOUT   seconds between TERM and KILL (default 20)
 #   TANDEM_KUBE_ETCD_APT_FALLBACK=0  never fall back to Debian's etcd-server if etcd 3.5 cannot be built
+#   TANDEM_KUBE_APISERVER_ARGS extra kube-apiserver flags, space-separated (a test that needs
+#                              --watch-cache=false to see etcd's own 410 Gone)
 # Messages go to stderr; only results go to stdout.
 set -euo pipefail
 
@@ -383,6 +385,11 @@ EXT
     --profiling=false
     --v=1
   )
+  if [[ -n "${TANDEM_KUBE_APISERVER_ARGS:-}" ]]; then
+    local extra
+    read -r -a extra <<<"$TANDEM_KUBE_APISERVER_ARGS"
+    api_args+=("${extra[@]}")
+  fi
   log "starting kube-apiserver on https://127.0.0.1:$api_port"
   nohup "$BIN_DIR/kube-apiserver" "${api_args[@]}" </dev/null >"$dir/kube-apiserver.log" 2>&1 &
   echo $! >"$dir/kube-apiserver.pid"
