@@ -27,6 +27,7 @@ __all__ = [
     "current_event",
     "delay_changelog_sends",
     "delay_seek_after_recovery",
+    "faust_fetch_state",
     "in_consumer_thread",
     "install_recovery_order_fix",
 ]
@@ -48,6 +49,21 @@ def committed_offsets(consumer: Any) -> Mapping[TP, int | None]:
     pipeline needs them to tell an input that had nothing to deliver from one not read yet.
     """
     return getattr(consumer, "_committed_offset", {})
+
+
+def faust_fetch_state(consumer: Any, tp: TP) -> str:
+    """Where Faust stands on fetching ``tp``, for a stall report: Faust asks aiokafka only for its
+    *active* partitions (``Consumer._active_partitions``: assigned, minus ``_paused_partitions``,
+    minus ``_buffered_partitions`` whose stream buffer is full), none of which it exports."""
+    active = getattr(consumer, "_active_partitions", None)
+    paused = getattr(consumer, "_paused_partitions", set())
+    buffered = getattr(consumer, "_buffered_partitions", set())
+    seek = committed_offsets(consumer).get(tp)
+    read = getattr(consumer, "_read_offset", {}).get(tp)
+    return (
+        f"faust: active={active is None or tp in active} paused={tp in paused} buffer-full={tp in buffered} "
+        f"sought-to={seek} read-offset={read}"
+    )
 
 
 async def in_consumer_thread(app: Any, fn: Callable[[Any], T]) -> T:

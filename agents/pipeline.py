@@ -55,6 +55,7 @@ from agents.fence import (
     current_event,
     delay_changelog_sends,
     delay_seek_after_recovery,
+    faust_fetch_state,
     in_consumer_thread,
 )
 from agents.settings import WorkerSettings
@@ -436,10 +437,11 @@ class Pipeline:
         for tp, s in current.items():
             if tp not in self._stalled_logged:
                 log.error(
-                    "tandem worker: %s; paused by the merge: %s; merge inbox: %d buffered",
+                    "tandem worker: %s; paused by the merge: %s; merge inbox: %d buffered; %s",
                     s.describe(),
                     sorted(self.merger.paused.get(s.partition, ())),
                     self.merger._buffered.get(s.partition, 0),
+                    faust_fetch_state(self.app.consumer, TP(*tp)),
                 )
         for tp in self._stalled_logged - current.keys():
             log.warning("tandem worker: input %s[%d] moves again", *tp)
