@@ -16,6 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
+from aiokafka.structs import TopicPartition
 from faust import Table
 from faust.streams import _current_event
 from faust.tables.recovery import Recovery
@@ -23,6 +24,7 @@ from faust.types import TP, FutureMessage
 
 __all__ = [
     "ConfirmedTable",
+    "aiokafka_fetch_state",
     "committed_offsets",
     "current_event",
     "delay_changelog_sends",
@@ -64,6 +66,25 @@ def faust_fetch_state(consumer: Any, tp: TP) -> str:
         f"faust: active={active is None or tp in active} paused={tp in paused} buffer-full={tp in buffered} "
         f"sought-to={seek} read-offset={read}"
     )
+
+
+def aiokafka_fetch_state(consumer: Any, tp: TP) -> str:
+    """Where aiokafka stands on fetching ``tp`` (run it on the consumer's thread): assigned, paused,
+    its position, and whether fetched records of it wait in the fetcher's buffer (a partition with
+    buffered records is not fetched again until they are taken).  Private in aiokafka 0.14:
+    ``AIOKafkaConsumer._subscription`` and ``_fetcher._records``."""
+    atp = TopicPartition(tp.topic, tp.partition)
+    sub = getattr(getattr(consumer, "_subscription", None), "subscription", None)
+    assignment = getattr(sub, "assignment", None)
+    state = assignment.state_value(atp) if assignment is not None else None
+    if state is None:
+        return "aiokafka: not assigned"
+    position = state.position if state.has_valid_position else "awaiting reset"
+    records = getattr(getattr(consumer, "_fetcher", None), "_records", {})
+    buffered = records.get(atp)
+    waiting = "none" if buffered is None else type(buffered).__name__
+    in_flight = sorted(getattr(getattr(consumer, "_fetcher", None), "_in_flight", ()))
+    return f"aiokafka: paused={state.paused} position={position} buffered={waiting} in-flight-nodes={in_flight}"
 
 
 async def in_consumer_thread(app: Any, fn: Callable[[Any], T]) -> T:

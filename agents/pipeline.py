@@ -51,6 +51,7 @@ from faust.types import TP
 
 from agents.fence import (
     ConfirmedTable,
+    aiokafka_fetch_state,
     committed_offsets,
     current_event,
     delay_changelog_sends,
@@ -177,6 +178,7 @@ class Pipeline:
         #: topic without gaps means inputs the consumer dropped (see agents/fence.py).
         self._read_to: dict[tuple[str, int], int] = {}
         self.starts_known = False
+        self._detail_task: asyncio.Future[None] | None = None
         self._reloaded_at = 0.0
         #: Counts rebalances, so that work begun before one is not applied after it.
         self.generation = 0
@@ -443,6 +445,9 @@ class Pipeline:
                     self.merger._buffered.get(s.partition, 0),
                     faust_fetch_state(self.app.consumer, TP(*tp)),
                 )
+        fresh = [TP(*tp) for tp in current if tp not in self._stalled_logged]
+        if fresh and self._detail_task is None:
+            self._detail_task = asyncio.ensure_future(self._log_fetch_detail(fresh))
         for tp in self._stalled_logged - current.keys():
             log.warning("tandem worker: input %s[%d] moves again", *tp)
         self._stalled_logged = set(current)
@@ -456,6 +461,17 @@ class Pipeline:
             )
             logging.shutdown()
             os._exit(75)
+
+    async def _log_fetch_detail(self, tps: Sequence[TP]) -> None:
+        """What aiokafka knows of newly stalled inputs (asked on its own thread)."""
+        try:
+            details = await in_consumer_thread(self.app, lambda c: [aiokafka_fetch_state(c, tp) for tp in tps])
+            for tp, detail in zip(tps, details, strict=True):
+                log.error("tandem worker: input %s[%d] stalled: %s", tp.topic, tp.partition, detail)
+        except Exception as exc:
+            log.warning("tandem worker: cannot read aiokafka's fetch state: %r", exc)
+        finally:
+            self._detail_task = None
 
     def _assigned_partitions(self) -> set[int]:
         try:
