@@ -20,6 +20,7 @@ from aiokafka.structs import TopicPartition
 from faust import Table
 from faust.streams import _current_event
 from faust.tables.recovery import Recovery
+from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 from faust.types import TP, FutureMessage
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "delay_seek_after_recovery",
     "faust_fetch_state",
     "in_consumer_thread",
+    "install_fetch_snapshot_fix",
     "install_recovery_order_fix",
 ]
 
@@ -246,7 +248,76 @@ def _resume_after(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaita
             del consumer.resume_partitions
             if deferred and app.consumer_generation_id == generation:
                 assigned = set(consumer.assignment())
-                consumer.resume_partitions(deferred & assigned)
-                log.debug("tandem worker: stream partitions resumed after the seek: %d", len(deferred & assigned))
+                try:
+                    await _seek_uncommitted(app, deferred & assigned)
+                except Exception as exc:  # resume anyway: the stall watch reports what stays behind
+                    log.warning("tandem worker: cannot seek inputs without a committed offset: %r", exc)
+                if app.consumer_generation_id == generation:
+                    consumer.resume_partitions(deferred & assigned)
+                    log.debug("tandem worker: stream partitions resumed after the seek: %d", len(deferred & assigned))
 
     return wrapper
+
+
+async def _seek_uncommitted(app: Any, tps: set[TP]) -> None:
+    """Seek the stream partitions that have no committed offset to their log start.
+
+    Faust's seek after a recovery (``Consumer.perform_seek`` -> aiokafka ``seek_to_committed``)
+    moves only the partitions with a committed offset above 0; the others stay wherever aiokafka
+    stood.  If records of such a partition were taken from aiokafka and dropped by Faust before
+    (a fetch that spanned the rebalance, see :func:`install_fetch_snapshot_fix`), nothing would
+    ever fetch them again: seen in ``bench/soak.py``, ``policies[0]`` with aiokafka at position 9
+    of 9 and Faust having read nothing.  The log start is where a never-committed input begins
+    (``consumer_auto_offset_reset="earliest"``); records this worker had already taken come again
+    and are recognised by their offsets (at-least-once).
+    """
+    consumer = app.consumer
+    changelogs = set(app.tables.changelog_topics)
+    committed = committed_offsets(consumer)
+    loose = sorted(tp for tp in tps if tp.topic not in changelogs and committed.get(tp) is None)
+    if not loose:
+        return
+    starts = await consumer.earliest_offsets(*loose)
+    for tp in loose:
+        start = starts.get(tp)
+        if start is not None:
+            await consumer.seek(tp, start)
+    log.info("tandem worker: %d input partition(s) without a committed offset sought to their log start", len(loose))
+
+
+# ---------------------------------------------------------------- the fetch-snapshot fix
+
+_snapshot_installed = False
+
+
+def install_fetch_snapshot_fix() -> None:
+    """Hand aiokafka a snapshot of Faust's active partitions, and fetch nothing when it is empty.
+
+    Faust 0.15.3 (``AIOKafkaConsumerThread._fetch_records``) passes its live set of active
+    partitions to aiokafka's ``Fetcher.fetched_records``, which runs on the consumer's thread and
+    re-reads the set on every wake-up while it waits for data.  The worker's main thread changes
+    that set during a rebalance (``Consumer._set_active_tps`` clears and refills it; the recovery
+    pauses every stream partition), and aiokafka takes an *empty* set for "every partition"
+    (``if partitions and tp not in partitions``).  A fetch waiting across that moment therefore
+    returns the records of paused stream partitions; Faust's ``getmany`` then drops them (not
+    active) after aiokafka has already moved past them, and no one fetches them again.  Seen in
+    ``bench/soak.py`` about once in five runs: an input active in Faust, paused nowhere, its read
+    offset equal to the offset the recovery sought it to, and never delivered again (issue #18).
+    """
+    global _snapshot_installed
+    if _snapshot_installed:
+        return
+    original = AIOKafkaConsumerThread._fetch_records
+
+    @functools.wraps(original)
+    async def _fetch_records(
+        self: Any, consumer: Any, active_partitions: Any, timeout: Any = None, max_records: Any = None
+    ) -> Any:
+        if active_partitions is not None:
+            active_partitions = frozenset(active_partitions)
+            if not active_partitions:
+                return {}
+        return await original(self, consumer, active_partitions, timeout=timeout, max_records=max_records)
+
+    AIOKafkaConsumerThread._fetch_records = _fetch_records
+    _snapshot_installed = True

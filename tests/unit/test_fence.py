@@ -8,15 +8,24 @@ from typing import Any
 from faust.tables.recovery import Recovery
 from faust.types import TP
 
-from agents.fence import _resume_after, install_recovery_order_fix
+from agents.fence import _resume_after, install_fetch_snapshot_fix, install_recovery_order_fix
 
 A, B = TP("tandem.hpa", 0), TP("tandem.hpa", 1)
+LOG = TP("tandem-state-changelog", 0)
 
 
 class _Consumer:
-    def __init__(self, calls: list[str], assigned: set[TP]) -> None:
+    def __init__(self, calls: list[str], assigned: set[TP], committed: dict[TP, int] | None = None) -> None:
         self.calls = calls
         self.assigned = assigned
+        # What Faust's perform_seek records: only partitions with a committed offset above 0.
+        self._committed_offset = {A: 40, B: 41} if committed is None else committed
+
+    async def earliest_offsets(self, *tps: TP) -> dict[TP, int]:
+        return {tp: 3 for tp in tps}
+
+    async def seek(self, tp: TP, offset: int) -> None:
+        self.calls.append(f"seek {tp.topic}[{tp.partition}] to {offset}")
 
     def resume_partitions(self, tps: Any) -> None:
         self.calls.append(f"resume {sorted(tp.partition for tp in tps)}")
@@ -25,10 +34,15 @@ class _Consumer:
         return self.assigned
 
 
+class _Tables:
+    changelog_topics = frozenset({"tandem-state-changelog"})
+
+
 class _App:
     def __init__(self, consumer: _Consumer) -> None:
         self.consumer = consumer
         self.consumer_generation_id = 7
+        self.tables = _Tables()
 
 
 class _Recovery:
@@ -76,3 +90,53 @@ def test_the_fix_wraps_both_recovery_paths_of_faust_once() -> None:
     for name in ("_resume_streams", "on_recovery_completed"):
         method = getattr(Recovery, name)
         assert hasattr(method, "__wrapped__") and not hasattr(method.__wrapped__, "__wrapped__")
+
+
+def test_stream_partitions_without_a_committed_offset_are_sought_to_their_log_start_before_resuming() -> None:
+    """aiokafka's seek_to_committed leaves them where they stood, maybe past records Faust dropped."""
+    calls: list[str] = []
+    recovery = _Recovery(_App(_Consumer(calls, {A, B, LOG}, committed={A: 40})))
+    asyncio.run(_resume_after(_Recovery.resume_streams)(recovery))
+    assert calls == [
+        "seek to committed",
+        "flow control resumed (queues cleared)",
+        "seek tandem.hpa[1] to 3",
+        "resume [0, 1]",
+    ]
+
+
+class _Thread:
+    """Records what Faust's consumer thread hands aiokafka."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    async def _fetch_records(self, consumer: Any, active: Any, timeout: Any = None, max_records: Any = None) -> Any:
+        self.seen.append(active)
+        active_now = set(active)
+        live.clear()  # the main thread pauses every stream partition meanwhile (a rebalance)
+        return {tp: ["record"] for tp in active_now}
+
+
+live: set[TP] = set()
+
+
+def test_aiokafka_gets_a_snapshot_of_the_active_partitions_and_nothing_is_fetched_for_none(
+    monkeypatch: Any,
+) -> None:
+    """An empty set means "every partition" to aiokafka's fetched_records (issue #18)."""
+    import faust.transport.drivers.aiokafka as driver
+
+    import agents.fence as fence
+
+    monkeypatch.setattr(driver.AIOKafkaConsumerThread, "_fetch_records", _Thread._fetch_records)
+    monkeypatch.setattr(fence, "_snapshot_installed", False)
+    install_fetch_snapshot_fix()
+    thread = _Thread()
+    live.clear()
+    live.update({A, B})
+    got = asyncio.run(driver.AIOKafkaConsumerThread._fetch_records(thread, None, live))
+    assert got == {A: ["record"], B: ["record"]}
+    assert isinstance(thread.seen[0], frozenset) and thread.seen[0] == {A, B}
+    assert asyncio.run(driver.AIOKafkaConsumerThread._fetch_records(thread, None, set())) == {}
+    assert len(thread.seen) == 1  # aiokafka was not asked for "everything"
