@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any
 
 from .events import ContainerSample, HpaEvent, MetricEvent, Qty, VpaEvent, VpaRecommendation, WorkloadEvent
@@ -231,21 +232,28 @@ def own_vpa(
         recs = vpa_rec.recommend(_vpa_states(state), tick, cfg, tmpl.policies)
         if not recs:
             return None, None
-        fresh = {
-            c: {
-                part: {res: _own_qty(res, v) for res, v in sorted(getattr(r, part).items())}
-                for part in ("target", "lower_bound", "upper_bound", "uncapped_target")
-            }
-            for c, r in sorted(recs.items())
-        }
+        # One pass: the quantities the policy reads and the texts published.
+        fresh = {}
+        texts: dict[str, dict[str, dict[str, str]]] = {}
+        for c in sorted(recs):
+            r = recs[c]
+            q_parts: dict[str, dict[str, Qty]] = {}
+            t_parts: dict[str, dict[str, str]] = {}
+            for part, values in (
+                ("target", r.target),
+                ("lower_bound", r.lower_bound),
+                ("upper_bound", r.upper_bound),
+                ("uncapped_target", r.uncapped_target),
+            ):
+                qs = q_parts[part] = {res: _own_qty(res, values[res]) for res in sorted(values)}
+                t_parts[part] = {res: q.text for res, q in qs.items()}
+            fresh[c] = q_parts
+            texts[c] = t_parts
         raw = {
             "type": "vpa",
             "ts": tick,
             "workload": spec.workload.as_dict(),
-            "containers": {
-                c: {part: {res: q.text for res, q in values.items()} for part, values in parts.items()}
-                for c, parts in fresh.items()
-            },
+            "containers": texts,
             "conditions": [{"type": "RecommendationProvided", "status": "True"}],
             "source": "tandem",
         }
@@ -269,10 +277,12 @@ def own_vpa(
     return event, published
 
 
+@lru_cache(maxsize=4096)
 def _own_qty(resource: str, amount: int) -> Qty:
     """A recommended amount (millicores, bytes) as the ``Qty`` its text reads back as: the text
     holds whole millicores or whole bytes, so it parses to exactly these milli-units and the own
-    VPA need not parse what it has just written."""
+    VPA need not parse what it has just written.  Remembered: targets are read off histogram
+    buckets, so a few hundred amounts recur (a ``Qty`` is frozen, one instance serves them all)."""
     milli = amount if resource == "cpu" else amount * 1000
     return Qty(milli, format_quantity(resource, milli))
 

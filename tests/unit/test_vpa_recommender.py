@@ -494,6 +494,44 @@ def test_state_round_trips_exactly_through_json(first: list[Any], then: list[Any
     assert recommend({"c": restored}, t + DAY, CFG) == recommend({"c": s}, t + DAY, CFG)
 
 
+_PERCENTILES = (0.0, 0.5, 0.9, 0.95, 1.0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_ops, _ops)
+def test_percentiles_from_one_walk_equal_each_percentile_and_follow_every_change(
+    first: list[Any], then: list[Any]
+) -> None:
+    # The recommender reads three percentiles per histogram from one remembered walk; it must give
+    # the walk of upstream's Percentile bit for bit, before and after the histogram changes (every
+    # operation that changes the weights forgets the remembered answer).
+    s = ContainerState()
+    t = apply_ops(s, first, T0)
+    for h in (s.cpu, s.memory):
+        assert h.percentiles(_PERCENTILES) == tuple(h.percentile(p) for p in _PERCENTILES)
+    apply_ops(s, then, t)
+    for h in (s.cpu, s.memory):
+        assert h.percentiles(_PERCENTILES) == tuple(h.percentile(p) for p in _PERCENTILES)
+        assert h.percentiles((0.9, 0.5)) == (h.percentile(0.9), h.percentile(0.5))
+
+
+def test_percentiles_are_forgotten_when_the_histogram_changes() -> None:
+    h = DecayingHistogram(LinearHistogramOptions(10.0, 1.0, 1e-15))
+    h.ref = T0
+    assert h.percentiles((0.5,)) == (0.0,)
+    h.add_sample(3, 1.0, T0, DAY)
+    assert h.percentiles((0.5,)) == (4.0,)
+    h.subtract_sample(3, 1.0, T0, DAY)
+    h.add_sample(6, 1.0, T0, DAY)
+    assert h.percentiles((0.5,)) == (7.0,)
+    other = DecayingHistogram(h.options)
+    other.add_sample(1, 5.0, T0, DAY)
+    h.merge(other, DAY)
+    assert h.percentiles((0.5,)) == (2.0,)
+    h.shift_reference(T0 + 200 * DAY, DAY)  # every weight scaled to nothing
+    assert h.percentiles((0.5,)) == (0.0,)
+
+
 def test_from_dict_rejects_malformed_state() -> None:
     good = steady_state(0.5, 1024**3, minutes=5).to_dict()
     for bad in (

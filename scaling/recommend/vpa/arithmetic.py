@@ -30,6 +30,8 @@ def _amount(value: float) -> int:
     arises as 0 x Inf in the confidence multiplier and is then raised to the pod minimum, so tandem
     uses 0.
     """
+    if 0 <= value <= MAX_RESOURCE_AMOUNT:  # the common case first (NaN fails it)
+        return int(value)
     if value > MAX_RESOURCE_AMOUNT:
         return MAX_RESOURCE_AMOUNT
     if value < 0:

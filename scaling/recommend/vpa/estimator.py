@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .arithmetic import _RESOURCES, _amount, _go_div, _go_pow, _scale
+from .arithmetic import _amount, _go_div, _go_pow, _scale
 from .config import VpaConfig
 from .model import ContainerState
 
@@ -51,36 +51,37 @@ def _estimate(
 
     VPA: logic/recommender.go CreatePodResourceRecommender - percentile, then margin, then the
     confidence multiplier (bounds only); GetRecommendedPodResources wraps each in the minimum.
+    Each histogram's three percentiles come from one walk, remembered while it is unchanged
+    (:meth:`DecayingHistogram.percentiles`); the memory histogram changes about once a day per pod.
     """
     margin = cfg.recommendation_margin_fraction
-    confidence = {
-        "cpu": get_confidence(s, cfg.confidence_interval_cpu),
-        "memory": get_confidence(s, cfg.confidence_interval_memory),
-    }
-
-    def base(resource: str, p: float) -> int:
-        if resource == "cpu":
-            return with_margin(_amount(s.cpu.percentile(p) * 1000.0), margin)  # CPUAmountFromCores
-        return with_margin(_amount(s.memory.percentile(p)), margin)  # MemoryAmountFromBytes
-
-    percentiles = {
-        "cpu": (
+    cpu = s.cpu.percentiles(
+        (
             cfg.target_cpu_percentile,
             cfg.recommendation_lower_bound_cpu_percentile,
             cfg.recommendation_upper_bound_cpu_percentile,
-        ),
-        "memory": (
+        )
+    )
+    memory = s.memory.percentiles(
+        (
             cfg.target_memory_percentile,
             cfg.recommendation_lower_bound_memory_percentile,
             cfg.recommendation_upper_bound_memory_percentile,
-        ),
-    }
+        )
+    )
     target: dict[str, int] = {}
     lower: dict[str, int] = {}
     upper: dict[str, int] = {}
-    for r in _RESOURCES:
-        p_target, p_lower, p_upper = percentiles[r]
-        target[r] = max(base(r, p_target), minimum[r])
-        lower[r] = max(confidence_multiplier(base(r, p_lower), 0.001, -2.0, confidence[r]), minimum[r])
-        upper[r] = max(confidence_multiplier(base(r, p_upper), 1.0, 1.0, confidence[r]), minimum[r])
+    for r, (p_target, p_lower, p_upper), interval in (
+        ("cpu", cpu, cfg.confidence_interval_cpu),
+        ("memory", memory, cfg.confidence_interval_memory),
+    ):
+        confidence = get_confidence(s, interval)
+        unit = 1000.0 if r == "cpu" else 1.0  # CPUAmountFromCores (millicores), MemoryAmountFromBytes
+        least = minimum[r]
+        target[r] = max(with_margin(_amount(p_target * unit), margin), least)
+        lower[r] = max(
+            confidence_multiplier(with_margin(_amount(p_lower * unit), margin), 0.001, -2.0, confidence), least
+        )
+        upper[r] = max(confidence_multiplier(with_margin(_amount(p_upper * unit), margin), 1.0, 1.0, confidence), least)
     return target, lower, upper

@@ -9,7 +9,9 @@ because the recommendation is read off the bucket boundaries.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Mapping
+from itertools import accumulate
 from typing import Any, Final
 
 from .arithmetic import MAX_RESOURCE_AMOUNT, _go_log, _go_pow
@@ -176,9 +178,14 @@ class DecayingHistogram:
 
     ``min_bucket``/``max_bucket`` follow upstream exactly (first/last bucket holding at least
     epsilon; ``N-1``/``0`` when empty) because the percentile walk and ``scale`` depend on them.
+
+    Every method that changes the weights clears ``memo``, the last :meth:`percentiles` answer:
+    a recommender run asks for three percentiles per histogram, and the memory histogram (one
+    peak per pod per day) is unchanged between most runs.  Code that writes ``weights`` directly
+    (the CPU hot path in ``model.py``) clears it too.
     """
 
-    __slots__ = ("max_bucket", "min_bucket", "options", "ref", "total", "weights")
+    __slots__ = ("max_bucket", "memo", "min_bucket", "options", "ref", "total", "weights")
 
     def __init__(self, options: HistogramOptions) -> None:
         self.options = options
@@ -187,6 +194,8 @@ class DecayingHistogram:
         self.min_bucket = options.num_buckets - 1
         self.max_bucket = 0
         self.ref: float | None = None
+        #: (percentiles asked, their values) of the last :meth:`percentiles` since a change.
+        self.memo: tuple[tuple[float, ...], tuple[float, ...]] | None = None
 
     # -- decay ---------------------------------------------------------------------------------
 
@@ -216,6 +225,7 @@ class DecayingHistogram:
 
     def _scale(self, factor: float) -> None:
         # VPA: histogram.go scale - only [minBucket, maxBucket] is rescaled.
+        self.memo = None
         w = self.weights
         for b in range(self.min_bucket, self.max_bucket + 1):
             w[b] *= factor
@@ -231,6 +241,7 @@ class DecayingHistogram:
     def _add(self, bucket: int, weight: float) -> None:
         if weight < 0.0:
             raise ValueError("sample weight must be non-negative")
+        self.memo = None
         w = self.weights
         w[bucket] += weight
         self.total += weight
@@ -246,6 +257,7 @@ class DecayingHistogram:
         if weight < 0.0:
             raise ValueError("sample weight must be non-negative")
         bucket = self.options.find_bucket(value)
+        self.memo = None
         eps = self.options.epsilon
         total = self.total - weight
         self.total = 0.0 if total < eps else total
@@ -280,6 +292,7 @@ class DecayingHistogram:
         ):
             raise ValueError("can't merge histograms with different options")
         o = other.copy()
+        self.memo = None
         if o.ref is not None and (self.ref is None or self.ref < o.ref):
             self.shift_reference(o.ref, half_life)
         elif self.ref is not None and (o.ref is None or o.ref < self.ref):
@@ -319,11 +332,42 @@ class DecayingHistogram:
             return self.options.bucket_start(bucket + 1)
         return self.options.bucket_start(bucket)
 
+    def percentiles(self, percentiles: tuple[float, ...]) -> tuple[float, ...]:
+        """:meth:`percentile` of each of ``percentiles``, from one pass, remembered until a change.
+
+        The walk of :meth:`percentile` stops at the first bucket whose running sum reaches the
+        threshold; the running sums are the same for every percentile, so they are summed once
+        (``accumulate`` adds left to right, as the walk does: the same floats) and each threshold
+        is found by bisection (the sums of non-negative weights never decrease).  A NaN threshold
+        never stops the walk, so it ends where the walk would.
+        """
+        memo = self.memo
+        if memo is not None and memo[0] == percentiles:
+            return memo[1]
+        if self.is_empty():
+            values = tuple(0.0 for _ in percentiles)
+        else:
+            lo = self.min_bucket
+            hi = self.max_bucket
+            sums = list(accumulate(self.weights[lo:hi]))
+            total = self.total
+            last = self.options.num_buckets - 1
+            start = self.options.bucket_start
+            out: list[float] = []
+            for p in percentiles:
+                threshold = p * total
+                bucket = lo + bisect_left(sums, threshold) if threshold == threshold else max(lo, hi)
+                out.append(start(bucket + 1) if bucket < last else start(bucket))
+            values = tuple(out)
+        self.memo = (percentiles, values)
+        return values
+
     # -- copies and serialisation ---------------------------------------------------------------
 
     def copy(self) -> DecayingHistogram:
         h = DecayingHistogram(self.options)
         h.weights = list(self.weights)
+        h.memo = self.memo
         h.total = self.total
         h.min_bucket = self.min_bucket
         h.max_bucket = self.max_bucket

@@ -109,6 +109,7 @@ class ContainerState:
         w = MIN_SAMPLE_WEIGHT * h.decay_factor(ts, cfg.cpu_histogram_decay_half_life)
         thresholds = _CPU_THRESHOLDS
         bucket_of = bisect_right
+        h.memo = None  # the weights change below, behind DecayingHistogram's back
         weights = h.weights
         total = h.total
         for c in values:

@@ -113,23 +113,34 @@ def recommend(
 
     out: dict[str, Recommendation] = {}
     rounding = {"cpu": cfg.round_cpu_millicores, "memory": cfg.round_memory_bytes}
+    minimum = {"cpu": min_cpu, "memory": min_memory}
     for name, state, policy in active:
-        target, lower, upper = _estimate(state, cfg, {"cpu": min_cpu, "memory": min_memory})
-        controlled = policy.controlled_resources if policy is not None else _RESOURCES
+        target, lower, upper = _estimate(state, cfg, minimum)
+        if policy is None:
+            controlled: tuple[str, ...] = _RESOURCES
+            min_allowed: Mapping[str, int] = {}
+            max_allowed: Mapping[str, int] = global_max
+        else:
+            controlled = policy.controlled_resources
+            min_allowed = policy.min_allowed
+            # The policy's maxAllowed first, the global flags for the resources it leaves out.
+            max_allowed = {**global_max, **policy.max_allowed} if global_max else policy.max_allowed
         # VPA: logic/recommender.go FilterControlledResources, then model/types.go
         # ResourcesAsResourceList rounding (uncappedTarget is the same rounded target).
-        t, lb, ub = (
-            {r: _round_up(v[r], rounding[r]) for r in _RESOURCES if r in controlled} for v in (target, lower, upper)
-        )
-        min_allowed = dict(policy.min_allowed) if policy is not None else {}
-        max_allowed = dict(policy.max_allowed) if policy is not None else {}
-        for res, q in global_max.items():
-            max_allowed.setdefault(res, q)
+        t: dict[str, int] = {}
+        lb: dict[str, int] = {}
+        ub: dict[str, int] = {}
+        for r in _RESOURCES:
+            if r in controlled:
+                scale = rounding[r]
+                t[r] = _round_up(target[r], scale)
+                lb[r] = _round_up(lower[r], scale)
+                ub[r] = _round_up(upper[r], scale)
         out[name] = Recommendation(
             target=_cap(t, min_allowed, max_allowed),
             lower_bound=_cap(lb, min_allowed, max_allowed),
             upper_bound=_cap(ub, min_allowed, max_allowed),
-            uncapped_target=dict(t),
+            uncapped_target=t,
         )
     return out
 
