@@ -14,15 +14,18 @@ cluster's, and the drivers publish them (``tandem.hpa``/``tandem.vpa``, or
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 from .events import ContainerSample, HpaEvent, MetricEvent, Qty, VpaEvent, VpaRecommendation, WorkloadEvent
+from .hpa_feed import HpaFeed
 from .hpa_metrics import apply_changes
 from .policies.base import Policy
 from .policies.templates import HpaTemplate, VpaTemplate
-from .quantity import bytes_of, format_quantity
+from .quantity import format_quantity
 from .recommend import hpa as hpa_rec
 from .recommend import vpa as vpa_rec
 from .settings import Settings
@@ -35,6 +38,8 @@ __all__ = ["HpaTemplate", "VpaTemplate", "observe", "own_hpa", "own_vpa"]
 USAGE_MAX_AGE = 120.0
 #: Bound on the pods whose latest usage is kept per workload.
 MAX_PODS = 2000
+#: The series of a workload that has none (shared, read-only).
+_NO_SERIES: Mapping[str, Mapping[str | None, float]] = MappingProxyType({})
 
 
 def _wants_hpa(state: WorkloadState, policy: Policy) -> HpaTemplate | None:
@@ -94,16 +99,24 @@ def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> Non
     if not event.samples:
         return
     usage = state.recommender.setdefault("usage", {})
+    feed = state.hpa_feed  # the own HPA's live inputs, kept in step when it runs (scaling.hpa_feed)
+    ts = event.ts
     for s in event.samples:
-        pod = usage.setdefault(s.pod, {})
+        pod = usage.get(s.pod)
+        if pod is None:
+            pod = usage[s.pod] = {}
         prev = pod.get(s.container)
         cpu = _millicores(s.cpu) if s.cpu is not None else (prev[1] if prev else None)
         mem = s.memory if s.memory is not None else (prev[2] if prev else None)
-        pod[s.container] = [event.ts, cpu, mem]
+        pod[s.container] = [ts, cpu, mem]
+        if feed is not None:
+            feed.note(s.pod, s.container, ts, cpu, mem)
     if len(usage) > MAX_PODS:
         oldest = sorted(usage, key=lambda p: (max(v[0] for v in usage[p].values()), p))
         for name in oldest[: len(usage) - MAX_PODS]:
             del usage[name]
+            if feed is not None:
+                feed.forget(name)
     cfg = settings.vpa_config
     states = _vpa_states(state)
     by_container: dict[str, list[ContainerSample]] = {}
@@ -133,40 +146,20 @@ def own_hpa(
     if tmpl is None:
         return None, None
     rec = state.recommender
-    usage: dict[str, dict[str, list[Any]]] = rec.get("usage", {})
-    # One pass over the latest samples: the fresh ones, in the shapes the HPA algorithm reads.
-    pod_usage: dict[str, dict[str, dict[str, int]]] = {}
-    sample_ts: dict[str, float] = {}
-    oldest = tick - USAGE_MAX_AGE
-    for pod, containers in usage.items():
-        per_pod: dict[str, dict[str, int]] = {}
-        latest = None
-        for c, (ts, cpu, mem) in containers.items():
-            if ts < oldest:
-                continue
-            values = per_pod[c] = {}
-            if cpu is not None:
-                values["cpu"] = cpu
-            if mem is not None:
-                values["memory"] = mem
-            latest = ts if latest is None or ts > latest else latest
-        if per_pod:
-            pod_usage[pod] = per_pod
-            sample_ts[pod] = latest  # type: ignore[assignment]
-    fresh = pod_usage
-    requests = {
-        c: {r: (q.milli if r == "cpu" else bytes_of(q.milli)) for r, q in res.requests.items()}
-        for c, res in spec.containers.items()
-    }
-    series: dict[str, dict[str | None, float]] = {}
-    for (name, series_pod), (ts, value) in state.series.items():
-        if tick - ts < 300.0:  # Prometheus-adapter lookback, as for the custom HPA
-            series.setdefault(name, {})[series_pod] = value
-    if spec.pods is not None:
-        pods = [hpa_rec.PodInfo(p.name, p.ready, p.phase, p.started) for p in spec.pods]
-    else:
-        # Without pod status in the stream every pod with samples counts as running, ready and old.
-        pods = [hpa_rec.PodInfo(p, True, "Running", tick - 3600.0) for p in sorted(fresh)]
+    feed = state.hpa_feed
+    if feed is None:
+        feed = state.hpa_feed = HpaFeed.from_table(rec.get("usage", {}))
+    # The latest samples, fresh ones only, in the shapes the HPA algorithm reads (kept up to date
+    # by ``observe``, not rebuilt here).
+    pod_usage, sample_ts = feed.fresh(tick - USAGE_MAX_AGE)
+    series: Mapping[str, Mapping[str | None, float]] = _NO_SERIES
+    if state.series:
+        fresh_series: dict[str, dict[str | None, float]] = {}
+        for (name, series_pod), (ts, value) in state.series.items():
+            if tick - ts < 300.0:  # Prometheus-adapter lookback, as for the custom HPA
+                fresh_series.setdefault(name, {})[series_pod] = value
+        series = fresh_series
+    pods = feed.pods(spec, pod_usage)
     status_replicas = len(spec.pods) if spec.pods is not None else spec.replicas
     hstate = state.hpa_live
     if hstate is None:
@@ -179,7 +172,7 @@ def own_hpa(
         spec.replicas,
         status_replicas,
         pods,
-        hpa_rec.MetricInputs(pod_usage=pod_usage, container_requests=requests, series=series, sample_ts=sample_ts),
+        feed.inputs(pod_usage, feed.requests(spec), series, sample_ts),
         hstate,
         tick,
         settings.hpa_config,
@@ -193,7 +186,7 @@ def own_hpa(
         "current_replicas": spec.replicas,
         "min_replicas": tmpl.min_replicas,
         "max_replicas": tmpl.max_replicas,
-        "conditions": [dict(c) for c in result.conditions],
+        "conditions": result.conditions,  # this reconcile's own dicts, shared with nothing else
         "current_metrics": result.current_metrics,
         "name": policy.name,
         "source": "tandem",
@@ -291,6 +284,9 @@ def _changed(rec: dict[str, Any], slot: str, raw: dict[str, Any], keys: tuple[st
     """Remember ``raw`` and return it if the fields that matter differ from the last published one."""
     last = rec.get(slot)
     rec[slot] = raw
-    if last is not None and all(last.get(k) == raw.get(k) for k in keys):
-        return None
-    return raw
+    if last is None:
+        return raw
+    for k in keys:
+        if last.get(k) != raw.get(k):
+            return raw
+    return None

@@ -26,6 +26,7 @@ from .events import (
     WorkloadEvent,
     decode_event,
 )
+from .hpa_feed import HpaFeed
 from .hpa_metrics import apply_changes, ref_key
 from .policies.base import Policy
 from .quantity import format_quantity
@@ -71,6 +72,9 @@ class WorkloadState:
     #: objects while the worker runs, serialised into ``recommender`` by :meth:`to_dict`.
     vpa_live: dict[str, ContainerState] | None = field(default=None, repr=False, compare=False)
     hpa_live: HpaState | None = field(default=None, repr=False, compare=False)
+    #: The own HPA's inputs kept up to date sample by sample (built from ``recommender["usage"]``
+    #: at the own HPA's first tick; ``own.observe`` keeps both in step).
+    hpa_feed: HpaFeed | None = field(default=None, repr=False, compare=False)
     #: The own VPA's last recommendation: (its ``containers`` as published, the event built from them).
     vpa_own: tuple[Any, VpaEvent] | None = field(default=None, repr=False, compare=False)
     #: :attr:`spec` as last built: (the observed event, a copy of the overlay then, the view).

@@ -49,6 +49,8 @@ def _milli_of_number(value: object, scale: int) -> int:
     Fractions round up, as ``Quantity.MilliValue()`` does; floats go through their shortest decimal
     form so that ``0.1`` is 100 milli-units, not 101.
     """
+    if type(value) is int:  # the common case first: samples are ints of millicores or bytes
+        return value * scale
     if isinstance(value, bool):
         raise ValueError("a metric value must be a number")
     if isinstance(value, int):

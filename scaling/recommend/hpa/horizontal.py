@@ -34,7 +34,7 @@ from .replica_calculator import (
 __all__ = ["recommend"]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Proposal:
     replicas: int
     status: dict[str, Any]
@@ -70,7 +70,7 @@ def _compute_metric(ctx: _Ctx, spec: MetricSpec) -> _Proposal:
             current = _current(averageValue=usage)
         else:
             replicas, utilization, raw = _resource_utilization_replicas(ctx, spec)
-            current = _current(averageUtilization=utilization, averageValue=raw)
+            current = {"averageUtilization": utilization, "averageValue": format_milli_quantity(raw)}
         return _Proposal(replicas, {"type": spec.type, field_name: {**head, "current": current}})
     if spec.type == "Pods":
         assert spec.average_value is not None
@@ -149,6 +149,8 @@ class _Conditions:
 
 
 def _check_int(value: object, name: str, lo: int) -> int:
+    if type(value) is int and lo <= value <= _MAX_INT32:
+        return value
     if isinstance(value, bool) or not isinstance(value, int) or value < lo or value > _MAX_INT32:
         raise ValueError(f"{name}: must be an integer in [{lo}, {_MAX_INT32}], got {value!r}")
     return value
@@ -177,6 +179,23 @@ def _parsed_spec(
             _PARSED.clear()
         _PARSED[key] = (spec_metrics, behavior, metric_specs, rules)
     return metric_specs, rules
+
+
+#: The tolerances of the behaviors seen lately, with the config they were read with: the same
+#: parsed behavior comes back every tick (see ``_PARSED``, which keeps it alive).
+_TOLERANCES: dict[tuple[int, int], tuple[Behavior | None, HpaConfig, Tolerances]] = {}
+
+
+def _tolerances(rules: Behavior | None, cfg: HpaConfig) -> Tolerances:
+    key = (id(rules), id(cfg))
+    hit = _TOLERANCES.get(key)
+    if hit is not None and hit[0] is rules and hit[1] is cfg:
+        return hit[2]
+    tolerances = Tolerances.for_hpa(rules, cfg)
+    if len(_TOLERANCES) >= _PARSED_MAX:
+        _TOLERANCES.clear()
+    _TOLERANCES[key] = (rules, cfg, tolerances)
+    return tolerances
 
 
 def recommend(
@@ -251,7 +270,7 @@ def recommend(
             inputs=inputs,
             now=float(now),
             cfg=cfg,
-            tolerances=Tolerances.for_hpa(rules, cfg),
+            tolerances=_tolerances(rules, cfg),
             spec_replicas=current_replicas,
             status_replicas=status_replicas,
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from ...quantity import parse_quantity
@@ -48,9 +49,10 @@ class MetricSpec:
     described_object: Mapping[str, Any] | None = None
     known: bool = True
 
-    @property
+    @cached_property
     def description(self) -> str:
-        """The controller's name for the metric (``metricNameProposal`` in ``horizontal.go``)."""
+        """The controller's name for the metric (``metricNameProposal`` in ``horizontal.go``);
+        computed once per parsed spec (a policy's specs are parsed once and read every tick)."""
         if not self.known:
             return f"unknown metric source type {self.type!r}"
         if self.type in ("Resource", "ContainerResource"):

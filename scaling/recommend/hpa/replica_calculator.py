@@ -49,8 +49,11 @@ class _MetricError(Exception):
     """A metric that cannot produce a proposal this tick (the controller's invalid metric)."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Ctx:
+    """What every metric of one reconcile reads (built per tick: plain slots, not frozen, since a
+    frozen dataclass pays for each field on construction)."""
+
     pods: Sequence[PodInfo]
     inputs: MetricInputs
     now: float
@@ -60,12 +63,12 @@ class _Ctx:
     status_replicas: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Groups:
     ready_count: int
-    unready: frozenset[str]
-    missing: frozenset[str]
-    ignored: frozenset[str]
+    unready: set[str]
+    missing: set[str]
+    ignored: set[str]
 
 
 def _group_pods(ctx: _Ctx, metrics: Mapping[str, int], resource: str) -> _Groups:
@@ -107,7 +110,7 @@ def _group_pods(ctx: _Ctx, metrics: Mapping[str, int], resource: str) -> _Groups
                 unready.add(pod.name)
                 continue
         ready_count += 1
-    return _Groups(ready_count, frozenset(unready), frozenset(missing), frozenset(ignored))
+    return _Groups(ready_count, unready, missing, ignored)
 
 
 def _resource_scale(resource: str) -> int:
@@ -139,13 +142,12 @@ def _resource_pod_metrics(ctx: _Ctx, resource: str, container: str) -> dict[str,
         if not containers:
             continue
         total = 0
-        complete = True
         for res in containers.values():
             if resource not in res:
-                complete = False
                 break
-            total += _milli_of_number(res[resource], scale)
-        if complete:
+            value = res[resource]
+            total += value * scale if type(value) is int else _milli_of_number(value, scale)
+        else:
             out[pod] = total
     return out
 
@@ -158,22 +160,34 @@ def _pod_requests(ctx: _Ctx, resource: str, container: str) -> dict[str, int]:
     """
     scale = _resource_scale(resource)
     out: dict[str, int] = {}
+    if not ctx.inputs.pod_requests and ctx.pods:
+        # Every pod has the template's requests: computed once, for the first pod (whose name an
+        # error carries, as the loop below would raise at it).
+        first = _pod_requests_of(ctx.pods[0].name, ctx.inputs.container_requests, resource, container, scale)
+        return dict.fromkeys([p.name for p in ctx.pods], first)
     for pod in ctx.pods:
-        containers = ctx.inputs.pod_requests.get(pod.name, ctx.inputs.container_requests)
-        if container:
-            if container not in containers:
-                raise _MetricError(f"container {container} not found in Pod {pod.name}")
-            if resource not in containers[container]:
-                raise _MetricError(f"missing request for {resource} in container {container} of Pod {pod.name}")
-            out[pod.name] = _milli_of_number(containers[container][resource], scale)
-            continue
-        total = 0
-        for cname, res in containers.items():
-            if resource not in res:
-                raise _MetricError(f"missing request for {resource} in container {cname} of Pod {pod.name}")
-            total += _milli_of_number(res[resource], scale)
-        out[pod.name] = total
+        out[pod.name] = _pod_requests_of(
+            pod.name, ctx.inputs.pod_requests.get(pod.name, ctx.inputs.container_requests), resource, container, scale
+        )
     return out
+
+
+def _pod_requests_of(
+    pod: str, containers: Mapping[str, Mapping[str, int]], resource: str, container: str, scale: int
+) -> int:
+    """One pod's request of ``resource`` in milli-units (``calculateRequests``' inner loop)."""
+    if container:
+        if container not in containers:
+            raise _MetricError(f"container {container} not found in Pod {pod}")
+        if resource not in containers[container]:
+            raise _MetricError(f"missing request for {resource} in container {container} of Pod {pod}")
+        return _milli_of_number(containers[container][resource], scale)
+    total = 0
+    for cname, res in containers.items():
+        if resource not in res:
+            raise _MetricError(f"missing request for {resource} in container {cname} of Pod {pod}")
+        total += _milli_of_number(res[resource], scale)
+    return total
 
 
 def _utilization_ratio(metrics: Mapping[str, int], requests: Mapping[str, int], target: int) -> tuple[float, int, int]:

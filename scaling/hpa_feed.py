@@ -1,0 +1,164 @@
+"""tandem's own HPA fed incrementally: its inputs kept up to date per sample, not rebuilt per tick.
+
+The own HPA (``scaling.own.own_hpa``) reads the latest usage of every pod in the shapes of
+``scaling.recommend.hpa.MetricInputs`` (pod -> container -> resource -> value, and when each pod's
+sample was taken), the pod template's requests and the pod list.  Rebuilding them from the usage
+table (``WorkloadState.recommender["usage"]``) on every tick was a third of the own HPA's cost, and
+most of it rebuilt what had not changed: the same pods, the same requests.  :class:`HpaFeed` keeps
+them live instead: ``own.observe`` hands it each sample as it writes the usage table, and the tick
+reads the shapes as they are when every sample is fresh (the common case).
+
+It is a cache, never serialised: after a restore it is rebuilt from the usage table, which stays
+the one state that is written to the changelog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .events import WorkloadEvent
+from .quantity import bytes_of
+from .recommend.hpa import MetricInputs, PodInfo
+
+__all__ = ["HpaFeed"]
+
+#: Pods without pod status in the stream start "long ago": the HPA counts them running, ready and
+#: past the CPU initialization period.  (Any start an hour or more before the tick classifies them
+#: the same way for a fresh sample, which is the only kind the HPA sees: ``groupPods`` then finds
+#: them Ready, and inside a longer initialization period the sample lies after the readiness.)
+_LONG_AGO = float("-inf")
+
+
+class HpaFeed:
+    """The latest usage per pod and container in the HPA's shapes, and what the last tick derived.
+
+    * ``usage``: pod -> container -> ``{"cpu": millicores, "memory": bytes}`` (a resource without a
+      sample is absent), pods and containers in the order of the usage table;
+    * ``stamps``: pod -> container -> time of that sample; ``latest``/``earliest``: per pod, the
+      newest and oldest of its containers' times (``latest`` is the HPA's ``sample_ts``);
+    * ``pods_version`` counts changes of the pod set, which the cached pod list is keyed on.
+    """
+
+    __slots__ = ("_inputs", "_pods", "_requests", "earliest", "latest", "pods_version", "stamps", "usage")
+
+    def __init__(self) -> None:
+        self.usage: dict[str, dict[str, dict[str, int]]] = {}
+        self.stamps: dict[str, dict[str, float]] = {}
+        self.latest: dict[str, float] = {}
+        self.earliest: dict[str, float] = {}
+        self.pods_version = 0
+        self._pods: tuple[object, list[PodInfo]] | None = None
+        self._requests: tuple[WorkloadEvent, dict[str, dict[str, int]]] | None = None
+        self._inputs: MetricInputs | None = None
+
+    @classmethod
+    def from_table(cls, table: Mapping[str, Mapping[str, Sequence[Any]]]) -> HpaFeed:
+        """From the usage table (pod -> container -> ``[ts, millicores | None, bytes | None]``)."""
+        feed = cls()
+        for pod, containers in table.items():
+            for container, (ts, cpu, mem) in containers.items():
+                feed.note(pod, container, ts, cpu, mem)
+        return feed
+
+    def note(self, pod: str, container: str, ts: float, cpu: int | None, mem: int | None) -> None:
+        """The usage table's entry of ``pod``/``container`` is now ``[ts, cpu, mem]``."""
+        values: dict[str, int] = {}
+        if cpu is not None:
+            values["cpu"] = cpu
+        if mem is not None:
+            values["memory"] = mem
+        containers = self.usage.get(pod)
+        if containers is None:
+            containers = self.usage[pod] = {}
+            self.stamps[pod] = {}
+            self.pods_version += 1
+        containers[container] = values
+        stamps = self.stamps[pod]
+        stamps[container] = ts
+        if len(stamps) == 1:
+            self.latest[pod] = self.earliest[pod] = ts
+        else:
+            self.latest[pod] = max(stamps.values())
+            self.earliest[pod] = min(stamps.values())
+
+    def forget(self, pod: str) -> None:
+        """The usage table dropped ``pod``."""
+        del self.usage[pod], self.stamps[pod], self.latest[pod], self.earliest[pod]
+        self.pods_version += 1
+
+    def fresh(self, oldest: float) -> tuple[Mapping[str, Mapping[str, Mapping[str, int]]], Mapping[str, float]]:
+        """The samples taken at ``oldest`` or later: (usage, per-pod sample time), HPA-shaped.
+
+        When every sample is fresh these are the live mappings themselves (read them, do not keep
+        them); else filtered copies, a pod kept with its fresh containers if it has any.
+        """
+        if not self.earliest or min(self.earliest.values()) >= oldest:
+            return self.usage, self.latest
+        usage: dict[str, dict[str, dict[str, int]]] = {}
+        sample_ts: dict[str, float] = {}
+        for pod, stamps in self.stamps.items():
+            if self.latest[pod] < oldest:
+                continue
+            containers = self.usage[pod]
+            per_pod = usage[pod] = {}
+            latest: float | None = None
+            for c, ts in stamps.items():
+                if ts < oldest:
+                    continue
+                per_pod[c] = containers[c]
+                latest = ts if latest is None or ts > latest else latest
+            assert latest is not None
+            sample_ts[pod] = latest
+        return usage, sample_ts
+
+    def requests(self, spec: WorkloadEvent) -> dict[str, dict[str, int]]:
+        """The pod template's requests in the HPA's units (millicores, bytes), per workload spec."""
+        cached = self._requests
+        if cached is not None and cached[0] is spec:
+            return cached[1]
+        requests = {
+            c: {r: (q.milli if r == "cpu" else bytes_of(q.milli)) for r, q in res.requests.items()}
+            for c, res in spec.containers.items()
+        }
+        self._requests = (spec, requests)
+        return requests
+
+    def pods(self, spec: WorkloadEvent, usage: Mapping[str, object]) -> list[PodInfo]:
+        """The pods the HPA lists: from the spec's pod status, else every pod with a fresh sample."""
+        if spec.pods is not None:
+            key: object = spec.pods
+        elif usage is self.usage:
+            key = self.pods_version
+        else:
+            key = tuple(sorted(usage))
+        cached = self._pods
+        if cached is not None and (cached[0] is key or cached[0] == key):
+            return cached[1]
+        if spec.pods is not None:
+            pods = [PodInfo(p.name, p.ready, p.phase, p.started) for p in spec.pods]
+        else:
+            # Without pod status in the stream every pod with samples counts as running, ready and old.
+            pods = [PodInfo(p, True, "Running", _LONG_AGO) for p in sorted(usage)]
+        self._pods = (key, pods)
+        return pods
+
+    def inputs(
+        self,
+        usage: Mapping[str, Mapping[str, Mapping[str, int]]],
+        requests: Mapping[str, Mapping[str, int]],
+        series: Mapping[str, Mapping[str | None, float]],
+        sample_ts: Mapping[str, float],
+    ) -> MetricInputs:
+        """The tick's ``MetricInputs``: the last one again when it holds the same mappings."""
+        last = self._inputs
+        if (
+            last is not None
+            and last.pod_usage is usage
+            and last.container_requests is requests
+            and last.series is series
+            and last.sample_ts is sample_ts
+        ):
+            return last
+        self._inputs = MetricInputs(pod_usage=usage, container_requests=requests, series=series, sample_ts=sample_ts)
+        return self._inputs
