@@ -69,7 +69,12 @@ def _wants_hpa(state: WorkloadState, policy: Policy) -> HpaTemplate | None:
 def _wants_vpa(state: WorkloadState, policy: Policy) -> VpaTemplate | None:
     if state.vpa_event is not None:
         return None
-    return policy.vpa_template()
+    # The template is the policy's alone (``vpa_template`` takes nothing else): asked once per
+    # parsed policy, not on every tick.
+    cached = state.own_vpa_template
+    if cached is None or cached[0] is not policy:
+        cached = state.own_vpa_template = (policy, policy.vpa_template())
+    return cached[1]
 
 
 def _vpa_states(state: WorkloadState) -> dict[str, vpa_rec.ContainerState]:

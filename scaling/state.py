@@ -29,6 +29,7 @@ from .events import (
 from .hpa_feed import HpaFeed
 from .hpa_metrics import apply_changes, ref_key
 from .policies.base import Policy
+from .policies.templates import VpaTemplate
 from .quantity import format_quantity
 from .recommend.hpa import HpaState
 from .recommend.vpa import ContainerState
@@ -75,6 +76,8 @@ class WorkloadState:
     #: The own HPA's inputs kept up to date sample by sample (built from ``recommender["usage"]``
     #: at the own HPA's first tick; ``own.observe`` keeps both in step).
     hpa_feed: HpaFeed | None = field(default=None, repr=False, compare=False)
+    #: The VPA template of :attr:`policy` as the own VPA last asked for it: (that policy, its template).
+    own_vpa_template: tuple[Policy, VpaTemplate | None] | None = field(default=None, repr=False, compare=False)
     #: The own VPA's last recommendation: (its ``containers`` as published, the event built from them).
     vpa_own: tuple[Any, VpaEvent] | None = field(default=None, repr=False, compare=False)
     #: :attr:`spec` as last built: (the observed event, a copy of the overlay then, the view).

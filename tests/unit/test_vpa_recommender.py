@@ -532,6 +532,36 @@ def test_percentiles_are_forgotten_when_the_histogram_changes() -> None:
     assert h.percentiles((0.5,)) == (0.0,)
 
 
+def _go_pow_by_squaring(x: float, y: float) -> float:
+    """Go's math.Pow for an integer y > 0 or < 0 on a normal x > 0 (its loop, without shortcuts)."""
+    a1, ae = 1.0, 0
+    x1, xe = math.frexp(x)
+    i = int(abs(y))
+    while i != 0:
+        if i & 1 == 1:
+            a1 *= x1
+            ae += xe
+        x1 *= x1
+        xe <<= 1
+        if x1 < 0.5:
+            x1 += x1
+            xe -= 1
+        i >>= 1
+    if y < 0:
+        a1, ae = 1 / a1, -ae
+    return math.ldexp(a1, ae)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.floats(min_value=1.0, max_value=2.0**499, allow_nan=False, allow_infinity=False))
+def test_go_pow_shortcut_for_the_lower_bound_exponent_is_bit_exact(x: float) -> None:
+    # The lower bound multiplies by (1 + 0.001/confidence)^-2 on every recommendation; the
+    # shortcut 1/(x*x) must give Go's squaring loop bit for bit.
+    assert vpa.arithmetic._go_pow(x, -2.0).hex() == _go_pow_by_squaring(x, -2.0).hex()
+    near_one = 1.0 + x / 2.0**500  # confidences of months: x just above 1
+    assert vpa.arithmetic._go_pow(near_one, -2.0).hex() == _go_pow_by_squaring(near_one, -2.0).hex()
+
+
 def test_from_dict_rejects_malformed_state() -> None:
     good = steady_state(0.5, 1024**3, minutes=5).to_dict()
     for bad in (

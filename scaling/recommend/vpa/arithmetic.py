@@ -55,6 +55,9 @@ def _go_div(a: float, b: float) -> float:
     return math.copysign(math.inf, a) * math.copysign(1.0, b)
 
 
+_TWO_TO_500: Final = 2.0**500
+
+
 def _go_pow(x: float, y: float) -> float:
     """Go's ``math.Pow``, which is *not* correctly rounded: integer powers by repeated squaring.
 
@@ -66,6 +69,11 @@ def _go_pow(x: float, y: float) -> float:
         return 1.0
     if y == 1:
         return x
+    if y == -2.0 and 1.0 <= x < _TWO_TO_500:
+        # The lower bound's confidence multiplier, every recommendation.  For this y the loop below
+        # computes 1 / fl(x1 * x1) scaled by a power of two (x = x1 * 2^e, frexp); while x * x and
+        # its reciprocal stay normal, scaling commutes with rounding, so that is 1 / fl(x * x).
+        return 1.0 / (x * x)
     if x != x or y != y:
         return math.nan
     if x == 0:
