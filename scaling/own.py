@@ -14,7 +14,7 @@ cluster's, and the drivers publish them (``tandem.hpa``/``tandem.vpa``, or
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import lru_cache
 from types import MappingProxyType
@@ -85,14 +85,6 @@ def _vpa_states(state: WorkloadState) -> dict[str, vpa_rec.ContainerState]:
     return live
 
 
-def _millicores(cores: float) -> int:
-    """Cores to millicores rounded *up*, as ``Quantity.MilliValue()`` does for the HPA's samples;
-    a float such as 0.3 * 1000 = 300.00000000000006 is an exact 300, not 301."""
-    v = cores * 1000
-    r = round(v)
-    return r if abs(v - r) < 1e-6 else math.ceil(v)
-
-
 def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> None:
     """Feed one metric event's container samples to both recommenders' state.
 
@@ -101,21 +93,31 @@ def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> Non
     (their order is not defined across Kafka topics), or the worker could differ from the replay.
     Using the state is what depends on the policy, at the tick.
     """
-    if not event.samples:
+    samples = event.samples
+    if not samples:
         return
     usage = state.recommender.setdefault("usage", {})
     feed = state.hpa_feed  # the own HPA's live inputs, kept in step when it runs (scaling.hpa_feed)
     ts = event.ts
-    for s in event.samples:
-        pod = usage.get(s.pod)
+    for name, container, cores, memory, _ready, _oom in samples:
+        pod = usage.get(name)
         if pod is None:
-            pod = usage[s.pod] = {}
-        prev = pod.get(s.container)
-        cpu = _millicores(s.cpu) if s.cpu is not None else (prev[1] if prev else None)
-        mem = s.memory if s.memory is not None else (prev[2] if prev else None)
-        pod[s.container] = [ts, cpu, mem]
+            pod = usage[name] = {}
+        prev = pod.get(container)
+        cpu: int | None
+        if cores is not None:
+            # Cores to millicores rounded *up*, as ``Quantity.MilliValue()`` does for the HPA's
+            # samples; a float such as 0.3 * 1000 = 300.00000000000006 is an exact 300, not 301.
+            v = cores * 1000
+            cpu = round(v)
+            if not abs(v - cpu) < 1e-6:
+                cpu = math.ceil(v)
+        else:
+            cpu = prev[1] if prev else None
+        mem = memory if memory is not None else (prev[2] if prev else None)
+        pod[container] = [ts, cpu, mem]
         if feed is not None:
-            feed.note(s.pod, s.container, ts, cpu, mem)
+            feed.note(name, container, ts, cpu, mem)
     if len(usage) > MAX_PODS:
         oldest = sorted(usage, key=lambda p: (max(v[0] for v in usage[p].values()), p))
         for name in oldest[: len(usage) - MAX_PODS]:
@@ -124,22 +126,31 @@ def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> Non
                 feed.forget(name)
     cfg = settings.vpa_config
     states = _vpa_states(state)
-    by_container: dict[str, list[ContainerSample]] = {}
-    for s in event.samples:
-        by_container.setdefault(s.container, []).append(s)
-    for container, samples in by_container.items():
+    first = samples[0].container
+    by_container: Mapping[str, Sequence[ContainerSample]]
+    if all(s.container == first for s in samples):
+        by_container = {first: samples}  # one container: no regrouping
+    else:
+        grouped: dict[str, list[ContainerSample]] = {}
+        for s in samples:
+            grouped.setdefault(s.container, []).append(s)
+        by_container = grouped
+    for container, group in by_container.items():
         cs = states.get(container)
         if cs is None:
             cs = states[container] = vpa_rec.ContainerState()
-        cpus = [s.cpu for s in samples if s.cpu is not None]
+        cpus = [s.cpu for s in group if s.cpu is not None]
         if cpus:
-            cs.add_cpu_samples(event.ts, cpus, cfg)  # VPA: one batch per scrape (reference 2.3)
-        for s in samples:
+            cs.add_cpu_samples(ts, cpus, cfg)  # VPA: one batch per scrape (reference 2.3)
+        if not any(s.oom for s in group):
+            cs.add_memory_samples(ts, [(s.pod, s.memory) for s in group if s.memory is not None], cfg)
+            continue
+        for s in group:
             if s.memory is not None:
                 if s.oom:
-                    cs.record_oom(event.ts, s.memory, cfg, pod=s.pod)  # VPA: RecordOOM (2.5)
+                    cs.record_oom(ts, s.memory, cfg, pod=s.pod)  # VPA: RecordOOM (2.5)
                 else:
-                    cs.add_memory_sample(event.ts, s.memory, cfg, pod=s.pod)
+                    cs.add_memory_sample(ts, s.memory, cfg, pod=s.pod)
 
 
 def own_hpa(

@@ -562,6 +562,33 @@ def test_go_pow_shortcut_for_the_lower_bound_exponent_is_bit_exact(x: float) -> 
     assert vpa.arithmetic._go_pow(near_one, -2.0).hex() == _go_pow_by_squaring(near_one, -2.0).hex()
 
 
+_scrapes = st.lists(
+    st.tuples(
+        st.sampled_from([0.0, -30.0, 30.0, 60.0, 3 * HOUR, DAY, 2 * DAY]),
+        st.lists(
+            st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 2**33) | st.sampled_from([0, 512 * MIB, -1])),
+            max_size=4,
+        ),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_scrapes)
+def test_memory_samples_of_a_scrape_at_once_equal_them_one_by_one(scrapes: list[Any]) -> None:
+    # own.observe hands a scrape's memory samples over at once; the shortcut for a sample inside
+    # its pod's window that does not beat the peak must leave exactly the state the general path does.
+    batch, single = ContainerState(), ContainerState()
+    t = T0
+    for dt, samples in scrapes:
+        t += dt
+        batch.add_memory_samples(t, samples, CFG)
+        for pod, b in samples:
+            single.add_memory_sample(t, b, CFG, pod=pod)
+        assert batch.to_dict() == single.to_dict()
+
+
 def test_from_dict_rejects_malformed_state() -> None:
     good = steady_state(0.5, 1024**3, minutes=5).to_dict()
     for bad in (

@@ -13,7 +13,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .arithmetic import _amount, _scale
+from .arithmetic import MAX_RESOURCE_AMOUNT, _amount, _scale
 from .config import VpaConfig
 from .histogram import (
     _CPU_THRESHOLDS,
@@ -153,6 +153,31 @@ class ContainerState:
             return False
         window = self._window(pod, float(ts), cfg)
         return self._add_memory_peak(window, float(ts), _amount(float(bytes_)), False, cfg)
+
+    def add_memory_samples(self, ts: float, samples: Iterable[tuple[str, int]], cfg: VpaConfig) -> None:
+        """:meth:`add_memory_sample` for each ``(pod, bytes)`` of one scrape, in order.
+
+        The hot path: most samples fall inside their pod's open window without beating its peak,
+        and then only the window's last sample time moves (``addMemorySample`` returns early);
+        those are handled here without the general path's calls.
+        """
+        ts = float(ts)
+        windows = self.windows
+        for pod, bytes_ in samples:
+            window = windows.get(pod)
+            if (
+                window is not None
+                and type(bytes_) is int
+                and 0 <= bytes_ <= MAX_RESOURCE_AMOUNT
+                and window.end is not None
+                and ts < window.end
+                and (window.last_ts is None or ts >= window.last_ts)
+            ):
+                old_peak = window.memory_peak if window.memory_peak >= window.oom_peak else window.oom_peak
+                if old_peak == 0 or bytes_ <= old_peak:
+                    window.last_ts = ts
+                    continue
+            self.add_memory_sample(ts, bytes_, cfg, pod=pod)
 
     def record_oom(self, ts: float, memory_bytes: int, cfg: VpaConfig, *, pod: str = "", max_memory: int = 0) -> bool:
         """Record an OOM kill at ``ts``; ``memory_bytes`` is the container's memory request then.
