@@ -134,6 +134,7 @@ class WorkloadState:
                 self.overlay = {k: v for k, v in self.overlay.items() if k == "hpa"}
         elif isinstance(event, HpaEvent):
             self._hpa = event
+            self.hpa_feed = None  # a cluster's HPA speaks from now on: the own HPA's inputs are unused
             if "hpa" in self.overlay and event.ts > self.overlay["hpa"]["tick"]:
                 # The HPA as the cluster reports it after the decision; a new dict, since the spec
                 # view's memo compares the overlay by value.
