@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scaling.errors import InvalidEvent
-from scaling.events import VpaEvent, decode_event
+from scaling.events import MetricEvent, VpaEvent, _decode_sample, _fast_sample, decode_event
 
 WL = {"cluster": "c1", "namespace": "shop", "kind": "Deployment", "name": "web"}
 
@@ -32,3 +34,38 @@ def test_the_same_value_as_a_target_is_refused() -> None:
         )
     assert exc.value.field == "containers.app.target.cpu"
     assert "absurd" in exc.value.reason
+
+
+_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-2, 2**51),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["", "p", "250m", "1Gi"]),
+)
+_sample = st.dictionaries(
+    st.sampled_from(["pod", "container", "cpu", "memory", "ready", "oom", "series", "value", "extra"]),
+    _values,
+    max_size=6,
+) | st.fixed_dictionaries(
+    {"pod": st.sampled_from(["web-0", "web-1"]), "container": st.just("app")},
+    optional={"cpu": _values, "memory": _values, "ready": _values, "oom": _values},
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_sample)
+def test_a_batched_sample_decodes_as_the_sample_decoder_says(raw: dict[str, object]) -> None:
+    # The metric decoder checks the common sample inline; it must accept exactly what the sample
+    # decoders accept, with the same values, and leave every refusal to them.
+    try:
+        want: object = _fast_sample(raw) or _decode_sample(raw, "samples[0]")
+    except InvalidEvent as exc:
+        want = str(exc)
+    try:
+        ev = decode_event({"type": "metric", "ts": 1.0, "workload": WL, "samples": [raw]})
+        assert isinstance(ev, MetricEvent)
+        got: object = (ev.samples + ev.series)[0]  # type: ignore[operator]
+    except InvalidEvent as exc:
+        got = str(exc)
+    assert got == want and type(got) is type(want)
