@@ -22,7 +22,9 @@ changes (disruption).  The simulator is a driver like the replay: it adds no dec
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -36,7 +38,7 @@ from scaling.quantity import format_quantity, parse_quantity
 from scaling.settings import Settings
 from scaling.vocabulary import DECISION
 from streams.inputs import load_manifests
-from streams.runner import ReplayStats, read_sorted
+from streams.runner import Progress, ReplayStats, read_sorted
 
 __all__ = ["Demand", "Outcome", "derive_demand", "simulate", "table", "write_report"]
 
@@ -274,13 +276,21 @@ def simulate(
     delay: float,
     err: IO[str],
     recordings: dict[str, list[dict[str, Any]]] | None = None,
+    jobs: int = 1,
+    progress: bool | None = None,
 ) -> list[Outcome]:
     """Run every policy file over every workload it names; ``recordings`` (if given) receives, per
-    policy file name, the simulated stream (inputs in closed loop) for the report."""
+    policy file name, the simulated stream (inputs in closed loop) for the report.
+
+    With ``jobs`` > 1 the (policy, workload) runs are spread over that many processes.  Each run
+    is independent (its own engine, its own demand), and results are gathered in the order of the
+    runs, so the outcomes and recordings are the same, byte for byte, as with one process.
+    ``progress`` (default: ``err`` is a terminal) draws a bar of the runs done.
+    """
     stats = ReplayStats()
     events = read_sorted(paths, lambda msg: err.write(msg + "\n"), stats)
     demands = derive_demand(events)
-    outcomes: list[Outcome] = []
+    runs: list[tuple[Demand, dict[str, Any], str]] = []
     for path in policy_files:
         name = Path(path).stem
         for manifest in load_manifests(path):
@@ -290,9 +300,53 @@ def simulate(
             if demand is None:
                 err.write(f"tandem simulate: {path}: no recorded demand for {ref.key}\n")
                 continue
-            record = recordings.setdefault(name, []) if recordings is not None else None
-            outcomes.append(simulate_one(demand, manifest, name, settings, delay, record))
+            runs.append((demand, manifest, name))
+    record = recordings is not None
+    bar = Progress(err, len(runs), err.isatty() if progress is None else progress)
+    results: list[tuple[Outcome, list[dict[str, Any]] | None]] = []
+    if jobs <= 1 or len(runs) <= 1:
+        for demand, manifest, name in runs:
+            results.append(_run((demand, manifest, name, settings, delay, record)))
+            bar.update(len(results), "simulating")
+    else:
+        # "fork" where there is one: the children inherit the demands instead of unpickling them
+        # (and skip importing tandem again); simulate runs no threads that a fork could break.
+        methods = multiprocessing.get_all_start_methods()
+        context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        tasks = [(demand, manifest, name, settings, delay, record) for demand, manifest, name in runs]
+        _TASKS[:] = tasks
+        try:
+            with ProcessPoolExecutor(max_workers=min(jobs, len(runs)), mp_context=context) as pool:
+                work: Any = range(len(tasks)) if context.get_start_method() == "fork" else tasks
+                for result in pool.map(_run_inherited if work is not tasks else _run, work):
+                    results.append(result)
+                    bar.update(len(results), "simulating")
+        finally:
+            _TASKS.clear()
+    bar.done()
+    outcomes: list[Outcome] = []
+    for (_, _, name), (outcome, recorded) in zip(runs, results, strict=True):
+        outcomes.append(outcome)
+        if recordings is not None and recorded is not None:
+            recordings.setdefault(name, []).extend(recorded)
     return outcomes
+
+
+#: The runs of the current ``simulate`` call, inherited by forked pool processes.
+_TASKS: list[tuple[Demand, dict[str, Any], str, Settings, float, bool]] = []
+
+
+def _run_inherited(index: int) -> tuple[Outcome, list[dict[str, Any]] | None]:
+    return _run(_TASKS[index])
+
+
+def _run(
+    task: tuple[Demand, dict[str, Any], str, Settings, float, bool],
+) -> tuple[Outcome, list[dict[str, Any]] | None]:
+    """One (policy, workload) run, in this process or a pool's (module level: picklable)."""
+    demand, manifest, name, settings, delay, record = task
+    recorded: list[dict[str, Any]] | None = [] if record else None
+    return simulate_one(demand, manifest, name, settings, delay, recorded), recorded
 
 
 COLUMNS = (

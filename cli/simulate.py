@@ -6,6 +6,7 @@ Prints the comparison table on stdout.  Exit codes: 0, 2 a usage error or a miss
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
     p.add_argument(
         "--report", default=env("report"), help="write the HTML comparison (plots side by side) to this directory"
     )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=env("jobs", str(os.cpu_count() or 1)),
+        help="processes to spread the (policy, workload) runs over (default: every core); "
+        "the results are the same as with 1",
+    )
     p.set_defaults(run=run, parser=p)
     return p
 
@@ -45,7 +53,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"tandem simulate: {exc}", file=sys.stderr)
         return exc.status
     recordings: dict[str, list[dict[str, Any]]] | None = {} if args.report else None
-    outcomes = simulate(args.files, args.policy, settings, args.delay, sys.stderr, recordings)
+    if args.jobs < 1:
+        args.parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    outcomes = simulate(args.files, args.policy, settings, args.delay, sys.stderr, recordings, jobs=args.jobs)
     print(table(outcomes))
     if args.report and recordings is not None:
         index = write_report(Path(args.report), outcomes, args.policy, recordings, settings, sys.stderr)

@@ -134,25 +134,60 @@ def test_pure_vertical_policy_never_changes_replicas(tmp_path: Path) -> None:
     assert v.memory_gib_hours == pytest.approx(expected)
 
 
-def test_ranking_on_the_bundled_example_is_stable_across_runs(
+def test_the_bundled_example_gives_the_same_bytes_on_one_process_or_several(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = [str(ROOT / "examples" / "stream.jsonl.gz")]
     for name in ("horizontal", "vertical", "hvpa"):
         args += ["--policy", str(ROOT / "examples" / "simulate" / f"{name}.yaml")]
-    outs = []
-    for i in range(2):
-        assert tandem(["simulate", *args, "--json", str(tmp_path / f"o{i}.json")]) == 0
-        outs.append((tmp_path / f"o{i}.json").read_bytes())
-    assert outs[0] == outs[1]
+    outs, tables = [], []
+    for jobs in (1, 2):
+        report, out = tmp_path / f"rep{jobs}", tmp_path / f"o{jobs}.json"
+        assert tandem(["simulate", *args, "--jobs", str(jobs), "--json", str(out), "--report", str(report)]) == 0
+        outs.append(out.read_bytes())
+        tables.append(capsys.readouterr().out)
+        pages = sorted(p.relative_to(report) for p in report.rglob("*") if p.is_file())
+        outs.append(b"".join(str(p).encode() + (report / p).read_bytes() for p in pages))
+    assert outs[0] == outs[2] and outs[1] == outs[3] and tables[0] == tables[1]
     rows = json.loads(outs[0])
     cost = {}
     for r in rows:
         cost[r["policy"]] = cost.get(r["policy"], 0.0) + r["cpu_core_hours"]
     ranking = sorted(cost, key=cost.get)
     assert ranking[-1] == "vertical"  # requests sized for the daily peak all day cost the most CPU
-    table = capsys.readouterr().out
-    assert table.splitlines()[0].split()[:4] == ["policy", "workload", "CPU", "core-h"]
+    assert tables[0].splitlines()[0].split()[:4] == ["policy", "workload", "CPU", "core-h"]
+
+
+def test_progress_bar_of_the_runs_on_a_terminal_and_not_in_a_pipe(tmp_path: Path) -> None:
+    import os
+    import pty
+    import shutil
+    import subprocess
+    import sys
+
+    stream = tiny_stream(tmp_path / "s.jsonl")
+    files = [policy_file(tmp_path, n, hvpa(0, hpa=True, vpa=False)) for n in ("a", "b")]
+    exe = shutil.which("tandem") or str(Path(sys.executable).parent / "tandem")
+    args = [exe, "simulate", str(stream), "--policy", files[0], "--policy", files[1], "--jobs", "2"]
+    primary, secondary = pty.openpty()
+    try:
+        proc = subprocess.run(args, stderr=secondary, stdout=subprocess.DEVNULL, timeout=120)
+        os.close(secondary)
+        chunks = []
+        while True:
+            try:
+                data = os.read(primary, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(primary)
+    assert proc.returncode == 0
+    assert "\rsimulating [" in b"".join(chunks).decode()
+    piped = subprocess.run(args, capture_output=True, timeout=120)
+    assert piped.returncode == 0 and b"\r" not in piped.stderr
 
 
 def test_html_report_puts_each_policys_plots_side_by_side_and_replays_its_decisions(tmp_path: Path) -> None:
