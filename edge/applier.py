@@ -83,8 +83,8 @@ from edge.checks import (
 )
 from edge.kube import HPAS, WORKLOAD_RESOURCES, KubeError, list_objects, policy_resources, request
 from edge.reporter import Reporter
-from edge.retry import start_retrying
 from ops.errors import describe
+from ops.retry import start_retrying
 from scaling.cloudevents import APPLIED, APPLY_FAILED, BLOCKED, DECISION, cloudevent, event_id
 from scaling.errors import InvalidEvent, InvalidPolicy
 from scaling.events import WorkloadRef, decode_workload_ref

@@ -68,9 +68,9 @@ from edge.kube import (
     served,
     watch,
 )
-from edge.retry import start_retrying
 from edge.translate import Collector
 from ops.errors import describe
+from ops.retry import start_retrying
 from schemas.codec import encode
 from streams.topics import TOPIC_OF_TYPE, ensure_topics, topic_name
 
