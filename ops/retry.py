@@ -1,6 +1,6 @@
-"""Starting the edge's Kafka clients when the broker is not there yet (docs/edge.md, "Faults").
+"""Starting a Kafka client when the broker is not there yet (docs/edge.md, "Faults"; docs/worker.md).
 
-An edge process often starts before (or while) Kafka is reachable: a cluster coming up, a network
+The worker and the edge processes often start before (or while) Kafka is reachable: a cluster coming up, a network
 policy applied late, a broker restarting.  Exiting would make Kubernetes restart it again and
 again (CrashLoopBackOff, with ever longer waits once Kafka is back); instead each client is started
 again with exponential backoff (0.5 s doubling, at most 30 s between tries), ``/readyz`` says why it
@@ -19,7 +19,7 @@ from ops.errors import describe
 
 __all__ = ["start_retrying"]
 
-log = logging.getLogger("tandem.edge")
+log = logging.getLogger("tandem.retry")
 
 T = TypeVar("T")
 
