@@ -14,8 +14,10 @@ from analysis.report.scales import (
     Bucket,
     ValueRange,
     WantedRange,
+    band_visible,
     blocked_buckets,
     bucket_seconds,
+    pod_spread,
     value_range,
     wanted_ranges,
 )
@@ -533,6 +535,17 @@ def resource_range(
     return value_range(res, shown, [v for _, v in rd.limits if v is not None])
 
 
+def usage_band(rd: ResourceData, vr: ValueRange) -> tuple[bool, str]:
+    """Whether the pod band is drawn on the axis ``vr`` (:func:`scales.band_visible`), and the usage
+    line's legend text: without a band it says why there is none."""
+    spread = pod_spread(rd.usage.points)
+    if band_visible(spread, vr):
+        return True, "usage (per-pod average)"
+    if spread == 0:
+        return False, "usage (per-pod average; no spread between pods)"
+    return False, "usage (per-pod average; pods within 1 % of the axis)"
+
+
 def _resource_chart(w: WorkloadData, cname: str, res: str, rd: ResourceData, axis: Axis) -> str | None:
     marks = _resource_marks(w, cname, res)
     step = axis.bucket()
@@ -544,7 +557,8 @@ def _resource_chart(w: WorkloadData, cname: str, res: str, rd: ResourceData, axi
     c = Chart(axis, 150, vr.high, u.name, div=u.div, suffix=u.suffix, y_min=vr.low)
     c.grid()
     c.ranges(ranges, lambda r: _range_title(r, step, lambda v: _label(v, u.div, u.suffix)))
-    c.band(rd.usage.points, BAND)
+    if usage_band(rd, vr)[0]:
+        c.band(rd.usage.points, BAND)
     c.line([(t, avg) for t, avg, _, _ in rd.usage.points], USAGE, 1.3)
     c.steps(rd.vpa, VPA, 1.4, "3 3")
     # A limit above the axis is not drawn at its edge (it would read as a value there); it is named.

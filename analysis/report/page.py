@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from analysis.audit import AuditEvent
@@ -31,9 +31,10 @@ from analysis.report.charts import (
     replica_wanted,
     resource_range,
     resource_wanted,
+    usage_band,
 )
 from analysis.report.collect import ReportData, WorkloadData
-from analysis.report.scales import wanted_ranges
+from analysis.report.scales import WantedRange, main_reason, wanted_ranges
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:#0f172a;
@@ -73,9 +74,11 @@ def _sw(color: str, dash: bool = False, width: int = 3) -> str:
     return f'<i class="sw" style="{style}"></i>'
 
 
-def _held_box(reasons: Mapping[str, int]) -> str:
-    """The swatch of the held-back ranges: the colour of the most frequent reason, as faint as drawn."""
-    color = _reason_color(next(iter(reasons))) if reasons else "#6b7280"
+def _held_box(ranges: Sequence[WantedRange]) -> str:
+    """The swatch of a chart's held-back ranges: the colour of the reason of most of them
+    (:func:`scales.main_reason`), as faint as drawn."""
+    reason = main_reason(ranges)
+    color = _reason_color(reason) if reason is not None else "#6b7280"
     return f'<i class="box" style="background:{color};opacity:{WANTED_OPACITY}"></i>'
 
 
@@ -123,7 +126,6 @@ def _section(w: WorkloadData, axis: Axis, from_stream: bool) -> str:
         legend.append(("", f"(blocked: counted per {_step_words(step)}; in the charts, the values held back)"))
     out.append(_legend(legend))
     out.append(_strip(w, axis))
-    held = _held_box(reasons)
     rep = _replicas_chart(w, axis)
     if rep:
         items = [(_sw(REPLICAS), "replicas" + (" (observed)" if from_stream else " (from the decisions)"))]
@@ -131,8 +133,9 @@ def _section(w: WorkloadData, axis: Axis, from_stream: bool) -> str:
             items.append((_sw(HPA, True, 2), "HPA recommendation"))
         if w.bounds:
             items.append((_sw(BOUND, True, 2), "policy min / max"))
-        if wanted_ranges(w.events, step, replica_wanted(w)):
-            items.append((held, "held back (range wanted)"))
+        rep_ranges = wanted_ranges(w.events, step, replica_wanted(w))
+        if rep_ranges:
+            items.append((_held_box(rep_ranges), "held back (range wanted)"))
         out.append(_legend(items, "replicas") + rep)
     for cname in sorted(w.containers):
         for res in ("cpu", "memory", *sorted(set(w.containers[cname]) - {"cpu", "memory"})):
@@ -144,19 +147,22 @@ def _section(w: WorkloadData, axis: Axis, from_stream: bool) -> str:
                 continue
             # Only what the chart draws: a legend entry with nothing behind it is noise.
             items = []
-            if rd.usage.points:
-                items += [
-                    (_sw(USAGE), "usage (per-pod average)"),
-                    (
-                        f'<i class="box" style="background:{BAND};opacity:{BAND_OPACITY}"></i>',
-                        "lowest to highest pod",
-                    ),
-                ]
-            if any(v is not None for _, v in rd.requests):
-                items.append((_sw(REQUEST), "request"))
             ranges = wanted_ranges(w.events, step, resource_wanted(cname, res))
             marks = _resource_marks(w, cname, res)
-            above = resource_range(rd, res, marks, ranges).above
+            vr = resource_range(rd, res, marks, ranges)
+            above = vr.above
+            if rd.usage.points:
+                band, usage_text = usage_band(rd, vr)
+                items.append((_sw(USAGE), usage_text))
+                if band:
+                    items.append(
+                        (
+                            f'<i class="box" style="background:{BAND};opacity:{BAND_OPACITY}"></i>',
+                            "lowest to highest pod",
+                        )
+                    )
+            if any(v is not None for _, v in rd.requests):
+                items.append((_sw(REQUEST), "request"))
             if any(v is not None for _, v in rd.limits):
                 items.append((_sw(LIMIT, True), "limit (\u2191 above the chart)" if above else "limit"))
             if rd.vpa:
@@ -164,7 +170,7 @@ def _section(w: WorkloadData, axis: Axis, from_stream: bool) -> str:
             if _limit_decisions(w, cname, res):
                 items.append((f'<i class="tri" style="border-bottom-color:{LIMIT}"></i>', "decision on the limit"))
             if ranges:
-                items.append((held, "held back (range wanted)"))
+                items.append((_held_box(ranges), "held back (range wanted)"))
             out.append(_legend(items, f"{cname} {res}") + svg)
     for name in sorted(w.series):
         items = [(_sw(USAGE), "value (mean over the samples of an event)")]

@@ -36,10 +36,11 @@ from analysis.report.charts import (
     replica_wanted,
     resource_range,
     resource_wanted,
+    usage_band,
 )
 from analysis.report.collect import ReportData, WorkloadData
 from analysis.report.page import render_html
-from analysis.report.scales import WantedRange, blocked_buckets, wanted_ranges
+from analysis.report.scales import WantedRange, blocked_buckets, main_reason, wanted_ranges
 
 
 def _slug(key: str) -> str:
@@ -122,15 +123,19 @@ def _pngs_matplotlib(data: ReportData, title: str, out: Path) -> list[Path]:
             ax.step(dt([t for t, _ in pts] + [data.t1]), [v for _, v in pts] + [pts[-1][1]], where="post", **kw)
 
     def ranges(ax: Any, rs: Sequence[WantedRange], top: float, div: float = 1.0) -> None:
-        """Held-back ranges as faint bars, at least 3 % of the axis tall (as the page's 4 px)."""
+        """Held-back ranges as faint bars, at least 3 % of the axis tall (as the page's 4 px); the legend
+        entry on the first bar of the reason of most of them (the page's swatch colour)."""
         least = top * 0.03
-        for i, r in enumerate(rs):
+        labelled = main_reason(rs)
+        for r in rs:
             lo, hi = r.low / div, r.high / div
             if hi - lo < least:
                 lo, hi = (lo + hi - least) / 2, (lo + hi + least) / 2
             ax.bar(dt([r.start])[0], hi - lo, bottom=lo, width=(r.end - r.start) / 86400 * 0.9, align="edge",
                    color=_reason_color(r.reason), alpha=WANTED_OPACITY, lw=0, zorder=1,
-                   label="held back (range wanted)" if i == 0 else None)  # fmt: skip
+                   label="held back (range wanted)" if r.reason == labelled else None)  # fmt: skip
+            if r.reason == labelled:
+                labelled = None
 
     def legend(ax: Any) -> None:
         handles, labels = ax.get_legend_handles_labels()
@@ -199,10 +204,12 @@ def _pngs_matplotlib(data: ReportData, title: str, out: Path) -> list[Path]:
             # Bucketed to the page's pixel columns, as the page draws it (mean, lowest, highest).
             pts = [(t, a / div, lo / div, hi / div) for t, a, lo, hi in _bucket(rd.usage.points, axis)]
             if pts:
-                ax.fill_between(dt([p[0] for p in pts]), [p[2] for p in pts], [p[3] for p in pts], color=BAND,
-                                alpha=BAND_OPACITY, lw=0, zorder=2, label="lowest to highest pod")  # fmt: skip
+                band, usage_text = usage_band(rd, vr)
+                if band:
+                    ax.fill_between(dt([p[0] for p in pts]), [p[2] for p in pts], [p[3] for p in pts], color=BAND,
+                                    alpha=BAND_OPACITY, lw=0, zorder=2, label="lowest to highest pod")  # fmt: skip
                 ax.plot(dt([p[0] for p in pts]), [p[1] for p in pts], color=USAGE, lw=1, zorder=3,
-                        label="usage (per-pod average)")  # fmt: skip
+                        label=usage_text)  # fmt: skip
             if rd.vpa:
                 steps(ax, [(t, v / div) for t, v in rd.vpa], color=VPA, lw=1.4, ls=(0, (3, 3)), zorder=4,
                       label="VPA target")  # fmt: skip

@@ -14,6 +14,13 @@ either, and the rules are plain functions with exact tests rather than pixels:
   target, the values of decisions and blocked changes) from zero.  A limit far above that (more
   than :data:`FAR` times the top) would squash everything into the bottom of the chart, the
   "mostly empty" memory charts; it is left above the axis and named at its edge instead.
+* **The pod band only where it can be seen.**  The lowest-to-highest pod band is drawn, and listed
+  in the legend, when at some event the pods differ by at least :data:`BAND_MIN` of the axis
+  (about a pixel on the page); otherwise the usage line's legend says the pods agree.  In the
+  example every pod reports the same memory, so the memory charts listed a band nobody could see.
+* **One colour for the held-back ranges in a legend.**  Each range is coloured by its own main
+  reason; a chart's legend swatch takes the reason of most of that chart's held-back changes
+  (:func:`main_reason`), not the workload's or the first range's.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from dataclasses import dataclass, field
 from analysis.audit import AuditEvent
 
 __all__ = [
+    "BAND_MIN",
     "BUCKET_STEPS",
     "FAR",
     "MIN_BUCKET_PX",
@@ -32,10 +40,13 @@ __all__ = [
     "Unit",
     "ValueRange",
     "WantedRange",
+    "band_visible",
     "blocked_buckets",
     "bucket_seconds",
     "choose_unit",
     "first_reason",
+    "main_reason",
+    "pod_spread",
     "value_range",
     "wanted_ranges",
 ]
@@ -49,6 +60,8 @@ BUCKET_STEPS = (60, 300, 900, 1800, 3600, 2 * 3600, 3 * 3600, 6 * 3600, 12 * 360
 FAR = 1.5
 #: Headroom above the highest value shown.
 HEADROOM = 1.08
+#: The pod band is drawn when its widest point is at least this share of the axis' height.
+BAND_MIN = 0.01
 
 _MIB, _GIB = 2**20, 2**30
 
@@ -136,6 +149,15 @@ def wanted_ranges(
     return out
 
 
+def main_reason(ranges: Iterable[WantedRange]) -> str | None:
+    """The reason of most of the changes in ``ranges`` (each range counted as its own reason; ties:
+    the alphabetically first), or None without any: the colour of a chart's legend swatch."""
+    per: dict[str, int] = {}
+    for r in ranges:
+        per[r.reason] = per.get(r.reason, 0) + r.count
+    return min(per, key=lambda r: (-per[r], r)) if per else None
+
+
 @dataclass(frozen=True)
 class Unit:
     """How an axis writes its values: ``value / div`` followed by ``suffix``; ``name`` labels the axis."""
@@ -177,3 +199,14 @@ def value_range(resource: str, shown: Iterable[float], limits: Iterable[float]) 
     top = max([*core, *inside], default=1.0) or 1.0
     high = top * HEADROOM
     return ValueRange(0.0, high, choose_unit(resource, high), above)
+
+
+def pod_spread(points: Iterable[tuple[float, float, float, float]]) -> float:
+    """The widest gap between the lowest and the highest pod at any one event of ``points``
+    ((tick, average, lowest, highest), the usage a report draws); 0 without points."""
+    return max((hi - lo for _, _, lo, hi in points), default=0.0)
+
+
+def band_visible(spread: float, vr: ValueRange) -> bool:
+    """Whether a pod band ``spread`` tall at its widest can be seen on the axis ``vr``."""
+    return spread > 0 and spread >= BAND_MIN * (vr.high - vr.low)

@@ -17,6 +17,7 @@ import pytest
 
 from analysis.report import LEFT, RIGHT, WIDTH, Painters, find_chromium
 from analysis.report import png as report_png
+from analysis.report.charts import BAND, REASON_COLORS
 from cli.main import main
 from tests.replaying import ev
 from tests.vectors.test_hvpa_vectors import T0, fixture_a, hpa, vpa, workload
@@ -146,12 +147,38 @@ def test_each_workload_has_replicas_and_per_container_usage_charts(example_repor
         for res in ("cpu", "memory"):
             assert f"<b>{container} {res}</b>" in page
     assert page.count("<b>replicas</b>") == 3
-    assert page.count("usage (per-pod average)") == 6
+    # Every pod of the example reports the same memory: no band there (nothing to see), and the
+    # usage line says so; the CPU charts have their band and list it.
+    assert page.count("usage (per-pod average)") == 3
+    assert page.count("usage (per-pod average; no spread between pods)") == 3
+    for container in ("web", "api", "encoder"):
+        cpu, memory = _chart_html(page, f"{container} cpu"), _chart_html(page, f"{container} memory")
+        assert "lowest to highest pod" in cpu and f'fill="{BAND}"' in cpu
+        assert "lowest to highest pod" not in memory and f'fill="{BAND}"' not in memory
+    # The held-back swatch is the colour of most of that chart's held-back changes: web's replicas
+    # were held back by the stabilization window only, its memory mostly by the minimum change.
+    web, encoder = "eu-1/shop/Deployment/web", "us-2/media/Deployment/encoder"
+    assert _held_swatch(_chart_html(page, "replicas", web)) == REASON_COLORS["StabilizationWindow"]
+    assert _held_swatch(_chart_html(page, "web memory")) == REASON_COLORS["MinChange"]
+    assert _held_swatch(_chart_html(page, "replicas", encoder)) == REASON_COLORS["MinFactor"]
     assert "<b>series encode_queue_per_replica</b>" in page
     assert page.count("policy min / max") == 3
     assert ">max 6<" in page and ">min 2<" in page  # api's HVPA bounds
     assert ">max 24<" in page  # encoder's CustomHpa bounds
     assert ">target 100<" in page
+
+
+def _chart_html(page: str, title: str, section: str | None = None) -> str:
+    """A chart's legend and SVG: from its legend title to the end of its SVG (in ``section`` if given)."""
+    if section is not None:
+        page = page[page.index(f'<section id="{section}">') :]
+    start = page.index(f"<b>{title}</b>")
+    return page[start : page.index("</svg>", start)]
+
+
+def _held_swatch(chart: str) -> str:
+    head = chart[: chart.index("held back (range wanted)")]
+    return head[head.rindex("background:") + len("background:") :].split(";")[0]
 
 
 def test_the_page_is_self_contained(example_report) -> None:

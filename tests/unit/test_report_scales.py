@@ -13,9 +13,12 @@ from analysis.report.scales import (
     Bucket,
     Unit,
     WantedRange,
+    band_visible,
     blocked_buckets,
     bucket_seconds,
     choose_unit,
+    main_reason,
+    pod_spread,
     value_range,
     wanted_ranges,
 )
@@ -111,3 +114,31 @@ def test_a_limit_far_above_the_rest_is_left_above_the_axis() -> None:
     # Limits only (an audit file with limit decisions alone): they are what there is to show.
     vr = value_range("cpu", [], [1.5, 2.0])
     assert (vr.high, vr.above) == (2.0 * 1.08, ())
+
+
+def test_the_legend_swatch_of_held_back_ranges_is_the_reason_of_most_changes() -> None:
+    # The example's web memory: the first range is Weight, most changes are MinChange.
+    ranges = [
+        WantedRange(T0, T0 + H, 3, 1.0, 2.0, "Weight"),
+        WantedRange(T0 + H, T0 + 2 * H, 2, 1.0, 1.0, "MinChange"),
+        WantedRange(T0 + 2 * H, T0 + 3 * H, 2, 1.0, 1.0, "MinChange"),
+    ]
+    assert main_reason(ranges) == "MinChange"
+    assert main_reason([*ranges[:2], WantedRange(T0, T0 + H, 1, 1.0, 1.0, "MinChange")]) == "MinChange"  # 3 = 3
+    assert main_reason(ranges[:1]) == "Weight"
+    assert main_reason([]) is None
+
+
+def test_the_pod_band_is_drawn_only_where_it_can_be_seen() -> None:
+    mib = 2**20
+    # The example's memory: every pod the same at every event, however the average moves.
+    same = [(T0, 190.0 * mib, 190.0 * mib, 190.0 * mib), (T0 + 60, 200.0 * mib, 200.0 * mib, 200.0 * mib)]
+    vr = value_range("memory", [200 * mib, 256 * mib], [512 * mib])
+    assert pod_spread(same) == 0.0 and not band_visible(0.0, vr)
+    assert pod_spread([]) == 0.0
+    # The example's web CPU: pods up to 84 m apart on a 638 m axis, far above 1 %.
+    cpu = value_range("cpu", [0.58, 0.5], [1.0])
+    assert pod_spread([(T0, 0.3, 0.29, 0.31), (T0 + 60, 0.5, 0.45, 0.5336)]) == pytest.approx(0.0836)
+    assert band_visible(0.0836, cpu)
+    # At least 1 % of the axis' height (about a pixel of the page's chart), else not drawn.
+    assert band_visible(0.01 * cpu.high, cpu) and not band_visible(0.0099 * cpu.high, cpu)
