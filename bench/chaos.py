@@ -21,6 +21,7 @@ import argparse
 import os
 import platform
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -93,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     bootstrap = started.stdout.strip().splitlines()[-1]
     results: dict[str, list[tuple[str, float]]] = {name: [] for name in chosen}
     begun = time.monotonic()
+    # SIGTERM (or ^C) ends the runs early; the table then shows the runs that completed.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         for run in range(1, args.runs + 1):
             for name in chosen:
@@ -112,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
                     args.logs.mkdir(parents=True, exist_ok=True)
                     (args.logs / f"{name}-{run}.log").write_text(done.stdout + done.stderr)
                 print(f"run {run}/{args.runs} {name}: {outcome} in {seconds:.0f} s", file=sys.stderr, flush=True)
+    except KeyboardInterrupt:
+        print("stopped early: the table shows the runs that completed", file=sys.stderr)
     finally:
         subprocess.run(["bash", "scripts/kafka.sh", "stop", str(broker_dir)], cwd=ROOT, capture_output=True)
 
@@ -126,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|")
     for name in chosen:
         outcomes = [o for o, _ in results[name]]
+        if not outcomes:
+            continue
         median = statistics.median(s for _, s in results[name]) if results[name] else 0.0
         print(
             f"| {SCENARIOS[name][0]} (`{name}`) | {len(outcomes)} | {outcomes.count('passed')} | "
