@@ -112,7 +112,21 @@ readinessProbe:
 
 {{/* Kafka security and record signing of one component (streams/security.py, streams/signing.py):
      pass (dict "ctx" $ "component" "worker"|"collector"|"applier"). Secrets are mounted as files,
-     never put in the environment: TANDEM_SASL_PASSWORD_FILE and the key files point at them. */}}
+     never put in the environment: TANDEM_SASL_PASSWORD_FILE, TANDEM_SSL_CERTFILE/KEYFILE and the
+     key files point at them. */}}
+
+{{/* "true" when the protocol encrypts (SSL, SASL_SSL): only then are the CA and the client
+     certificate used (streams/security.py refuses TLS files with another protocol). A client
+     certificate with a protocol without TLS is refused here already. */}}
+{{- define "tandem.securityTls" -}}
+{{- $s := .ctx.Values.kafkaSecurity -}}
+{{- $u := index $s .component -}}
+{{- $tls := has (upper (default "PLAINTEXT" $s.protocol)) (list "SSL" "SASL_SSL") -}}
+{{- if and $u.certSecret (not $tls) -}}
+{{- fail (printf "kafkaSecurity.%s.certSecret needs kafkaSecurity.protocol SSL or SASL_SSL (mutual TLS), not %s" .component (default "PLAINTEXT" $s.protocol)) -}}
+{{- end -}}
+{{- if $tls -}}true{{- end -}}
+{{- end -}}
 {{- define "tandem.securityUser" -}}
 {{- $s := .ctx.Values.kafkaSecurity -}}
 {{- $u := index $s .component -}}
@@ -126,9 +140,17 @@ readinessProbe:
 {{- if and $s.protocol (ne $s.protocol "PLAINTEXT") }}
 - name: TANDEM_SECURITY_PROTOCOL
   value: {{ $s.protocol | quote }}
+{{- if include "tandem.securityTls" . }}
 {{- if $s.caSecret }}
 - name: TANDEM_SSL_CAFILE
   value: /etc/tandem/kafka-ca/ca.crt
+{{- end }}
+{{- if $u.certSecret }}
+- name: TANDEM_SSL_CERTFILE
+  value: /etc/tandem/kafka-client/tls.crt
+- name: TANDEM_SSL_KEYFILE
+  value: /etc/tandem/kafka-client/tls.key
+{{- end }}
 {{- end }}
 {{- if hasPrefix "SASL" $s.protocol }}
 - name: TANDEM_SASL_MECHANISM
@@ -169,7 +191,10 @@ readinessProbe:
 {{- $sig := .ctx.Values.signing -}}
 {{- $u := index $s .component -}}
 {{- $out := list -}}
-{{- if and $s.protocol (ne $s.protocol "PLAINTEXT") $s.caSecret -}}{{- $out = append $out (list "kafka-ca" $s.caSecret) -}}{{- end -}}
+{{- if include "tandem.securityTls" . -}}
+{{- if $s.caSecret -}}{{- $out = append $out (list "kafka-ca" $s.caSecret) -}}{{- end -}}
+{{- if $u.certSecret -}}{{- $out = append $out (list "kafka-client" $u.certSecret) -}}{{- end -}}
+{{- end -}}
 {{- if and (hasPrefix "SASL" (default "" $s.protocol)) -}}
 {{- $pw := required (printf "kafkaSecurity.%s.passwordSecret is required with a SASL protocol" .component) $u.passwordSecret -}}
 {{- $out = append $out (list "kafka-user" $pw) -}}
