@@ -47,6 +47,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import orjson
+from aiokafka.structs import TopicPartition
 from faust.types import TP
 
 from agents.fence import (
@@ -588,8 +589,6 @@ class Pipeline:
         discards what it had prefetched, so nothing is skipped.  It must run on the loop of the
         thread that owns the aiokafka consumer (pausing creates a future of that loop).
         """
-        from aiokafka import TopicPartition
-
         def apply(consumer: Any) -> None:
             for tp in pause:
                 with contextlib.suppress(Exception):  # no longer assigned: nothing to pause

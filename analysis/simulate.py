@@ -22,6 +22,7 @@ changes (disruption).  The simulator is a driver like the replay: it adds no dec
 
 from __future__ import annotations
 
+import html
 import multiprocessing
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -31,6 +32,7 @@ from typing import IO, Any
 
 import orjson
 
+from analysis.report import build
 from scaling.engine import Engine, policy_event
 from scaling.events import ContainerSample, MetricEvent, PolicyEvent, WorkloadEvent, WorkloadRef
 from scaling.policies import parse_policy
@@ -397,10 +399,6 @@ def write_report(
     own code (``analysis.report.build``), which replays it through the same core with that policy:
     the markers are that policy's decisions on the simulated workload.
     """
-    import html
-
-    from analysis.report import build
-
     out.mkdir(parents=True, exist_ok=True)
     names = [Path(p).stem for p in policy_files]
     for path, name in zip(policy_files, names, strict=True):
