@@ -589,6 +589,7 @@ class Pipeline:
         discards what it had prefetched, so nothing is skipped.  It must run on the loop of the
         thread that owns the aiokafka consumer (pausing creates a future of that loop).
         """
+
         def apply(consumer: Any) -> None:
             for tp in pause:
                 with contextlib.suppress(Exception):  # no longer assigned: nothing to pause
