@@ -28,6 +28,7 @@ import yaml
 
 import schemas
 from scaling.history import replica_bounds
+from scaling.hpa_metrics import apply_changes
 from scaling.quantity import format_quantity, parse_quantity
 from tests.replaying import decisions, ev, replay
 
@@ -1169,3 +1170,211 @@ def test_controller_single_container_pod_working_excludes_external_metrics_by_th
         "min_replicas": {"from": 1, "to": 5},
         "target_utilization": {"app/cpu": {"from": 50, "to": 75}},
     }
+
+
+# --- the HPA's metrics follow the autoscaling policy (mutable AutoscalingPolicy) ---------------
+#
+# ``UpdateHPASpecFromTortoiseAutoscalingPolicy`` (pkg/hpa/service.go) runs at every reconcile past
+# Initializing: with a Horizontal pair, ``syncHPAMetricsWithTortoiseAutoscalingPolicy`` adds a
+# ContainerResource metric at 70 per Horizontal pair the HPA lacks and removes every ``Resource``
+# metric and the ContainerResource metrics of pairs that are not Horizontal (External ones stay);
+# without one, the HPA Tortoise did not create (``horizontalPodAutoscalerName``) is disabled:
+# ``disableHPA`` sets ``metrics: nil`` and min = max = the Deployment's replicas.  The fixtures
+# are the controller's (``mercari-app``: app 10 / 10Gi, istio-proxy 4 / 4Gi, 10 replicas, the
+# monitor VPA at 3 / 3Gi for both, CONTROLLER settings).
+
+MERCARI_REQUESTS = {"app": ("10", "10Gi"), "istio-proxy": ("4", "4Gi")}
+MERCARI_HPA = "tortoise-hpa-mercari"
+H_V = {"cpu": "Horizontal", "memory": "Vertical"}
+V_V = {"cpu": "Vertical", "memory": "Vertical"}
+
+
+def mercari_vpa(ts: float) -> dict[str, Any]:
+    five = ("5", "5Gi")
+    return vpa(ts, {"app": ("3", "3Gi"), "istio-proxy": ("3", "3Gi")}, upper={"app": five, "istio-proxy": five})
+
+
+def with_hpa_name(manifest: dict[str, Any], name: str) -> dict[str, Any]:
+    refs = {**manifest["spec"]["targetRefs"], "horizontalPodAutoscalerName": name}
+    return {**manifest, "spec": {**manifest["spec"], "targetRefs": refs}}
+
+
+def test_controller_mutable_autoscalingpolicy_remove_horizontal_2_disables_the_users_hpa(tmp_path: Path) -> None:
+    # mutable-autoscalingpolicy-remove-horizontal-2: "Horizontal is removed and modify the existing
+    # HPA".  Every pair is Vertical; the HPA named in targetRefs still has app/cpu and istio-proxy/cpu
+    # at 50, min 1, max 100 (before/hpa.yaml, reported by the cluster at every tick).
+    manifest = with_hpa_name(tortoise(autoscalingPolicy=policies(app=V_V, **{"istio-proxy": V_V})), MERCARI_HPA)
+    out = run(
+        tmp_path,
+        staged(
+            MERCARI_REQUESTS,
+            10,
+            lambda ts: hpa(ts, 1, 100, {"app/cpu": 50, "istio-proxy/cpu": 50}),
+            mercari_vpa,
+            manifest,
+        ),
+        CONTROLLER,
+    )
+    # after/hpa.yaml: min 10, max 10 (the replicas), no metric of the before HPA left.  The one
+    # metric the fixture shows, Resource cpu at 80, is the API server's default for an HPA without
+    # metrics (autoscaling/v2 SetDefaults_HorizontalPodAutoscaler), not something Tortoise writes.
+    expected_hpa = {
+        "max_replicas": {"from": 100, "to": 10},
+        "metrics": {
+            "removed": [
+                {"type": "ContainerResource", "container": "app", "name": "cpu"},
+                {"type": "ContainerResource", "container": "istio-proxy", "name": "cpu"},
+            ]
+        },
+        "min_replicas": {"from": 1, "to": 10},
+    }
+    # The first reconcile past Initializing already disables it (no Horizontal pair gathers data) ...
+    assert at(out, T0 + 60)["hpa"] == expected_hpa
+    # ... and so does the fixture's Working reconcile, where the cluster still reports before/hpa.yaml.
+    working = at(out, TW)
+    assert working["reasons"][0] == "tortoise: phase Working"
+    assert working["hpa"] == expected_hpa
+    before = hpa(TW, 1, 100, {"app/cpu": 50, "istio-proxy/cpu": 50})["metrics"]
+    assert apply_changes(before, working["hpa"]["metrics"]["removed"], {}) == []
+    # after/tortoise.yaml containerResourceRequests: 3 / 3Gi for both containers (VPA 3 / 3Gi, buffer 0).
+    assert requests_to(working) == {
+        "app": {"cpu": "3", "memory": mem("3Gi")},
+        "istio-proxy": {"cpu": "3", "memory": mem("3Gi")},
+    }
+
+
+def test_controller_disabled_hpa_with_the_api_servers_default_metric_is_left_alone(tmp_path: Path) -> None:
+    # After the disabling, the cluster reports the HPA as the API server keeps it: min = max = 10
+    # and the defaulted Resource cpu metric at 80.  Removing that metric would only bring it back.
+    manifest = with_hpa_name(tortoise(autoscalingPolicy=policies(app=V_V, **{"istio-proxy": V_V})), MERCARI_HPA)
+
+    def disabled(ts: float) -> dict[str, Any]:
+        default = {
+            "type": "Resource",
+            "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}},
+        }
+        return {**hpa(ts, 10, 10, {}), "metrics": [default]}
+
+    out = run(tmp_path, staged(MERCARI_REQUESTS, 10, disabled, mercari_vpa, manifest), CONTROLLER)
+    assert all("hpa" not in e["data"] for e in out)
+
+
+def test_controller_mutable_autoscalingpolicy_add_another_horizontal_adds_a_metric_at_70(tmp_path: Path) -> None:
+    # mutable-autoscalingpolicy-add-another-horizontal: "Tortoise get another Horizontal and modify
+    # the existing HPA".  A Working Tortoise (app and istio-proxy cpu Horizontal) gets istio-proxy
+    # memory Horizontal two hours after its last HPA update (past HPATargetUtilizationUpdateInterval,
+    # as the fixture, whose status has no HPATargetUtilizationUpdated condition); the HPA is
+    # before/hpa.yaml: app/cpu and istio-proxy/cpu at 50, min 1, max 100.
+    before = lambda ts: hpa(ts, 1, 100, {"app/cpu": 50, "istio-proxy/cpu": 50})  # noqa: E731
+    events = staged(
+        MERCARI_REQUESTS, 10, before, mercari_vpa, tortoise(autoscalingPolicy=policies(app=H_V, **{"istio-proxy": H_V}))
+    )
+    later = TW + 2 * H
+    added = policies(app=H_V, **{"istio-proxy": {"cpu": "Horizontal", "memory": "Horizontal"}})
+    events += [
+        ev("policy", later, policy=tortoise(autoscalingPolicy=added)),
+        workload(later, 10, MERCARI_REQUESTS),
+        before(later),
+        mercari_vpa(later),
+    ]
+    out = run(tmp_path, events, CONTROLLER)
+    data = at(out, later)
+    # after/hpa.yaml: min 5, max 20; app/cpu stays 50 (its usage 3 / 10 is below the target:
+    # the target is kept), istio-proxy/cpu 50 -> 75 (3 / 4: 100 - (75 - 50)), and the new
+    # istio-proxy/memory metric at 70, not yet retargeted (its pair gathers data).
+    assert hpa_changes(data) == {
+        "min_replicas": (1, 5),
+        "max_replicas": (100, 20),
+        "target_utilization": {"istio-proxy/cpu": (50, 75), "istio-proxy/memory": (None, 70)},
+    }
+    assert "metrics" not in data["hpa"]  # nothing removed
+    after = apply_changes(
+        before(later)["metrics"], (), {k: v[1] for k, v in hpa_changes(data)["target_utilization"].items()}
+    )
+    assert [
+        (
+            m["containerResource"]["container"],
+            m["containerResource"]["name"],
+            m["containerResource"]["target"]["averageUtilization"],
+        )
+        for m in after
+    ] == [("app", "cpu", 50), ("istio-proxy", "cpu", 75), ("istio-proxy", "memory", 70)]
+    # after/tortoise.yaml containerResourceRequests: app 6 / 3Gi, istio-proxy 4 / 4Gi (its memory is
+    # Horizontal now, so the VPA's 3Gi is not applied to it).
+    assert requests_to(data) == {"app": {"cpu": "6", "memory": mem("3Gi")}}
+
+
+def test_hpa_service_resource_type_metric_is_removed(tmp_path: Path) -> None:
+    # pkg/hpa/service_test.go TestService_UpdateHPASpecFromTortoiseAutoscalingPolicy "Resource type
+    # metric is removed": app all Vertical, istio-proxy cpu Horizontal; the HPA ("existing-hpa",
+    # min 1, max 2, 4 replicas) has a Resource cpu metric, app/cpu and istio-proxy/cpu at 70 and an
+    # External metric.  HPAExternalMetricExclusionRegex is empty there, as by default here.
+    pol = policies(app=V_V, **{"istio-proxy": H_V})
+    manifest = with_hpa_name(tortoise(autoscalingPolicy=pol), "existing-hpa")
+    external = {
+        "type": "External",
+        "external": {"metric": {"name": "external-metric"}, "target": {"type": "Value", "value": "1"}},
+    }
+    resource = {
+        "type": "Resource",
+        "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}},
+    }
+
+    def initial(ts: float) -> dict[str, Any]:
+        e = hpa(ts, 1, 2, {"app/cpu": 70, "istio-proxy/cpu": 70})
+        return {**e, "metrics": [resource, *e["metrics"], external]}
+
+    requests = {"app": ("1", "1Gi"), "istio-proxy": ("1", "1Gi")}
+    out = run(
+        tmp_path,
+        staged(requests, 4, initial, lambda ts: vpa(ts, dict(requests)), manifest, ticks=(T0, T0 + 60)),
+        {**DAILY, "BufferRatioOnVerticalResource": 0},
+    )
+    # The first reconcile past Initializing: the metric sync alone changes the HPA (istio-proxy/cpu
+    # still gathers data, so min/max and targets are not written: afterHPA keeps min 1, max 2).
+    data = at(out, T0 + 60)
+    assert data["hpa"] == {
+        "metrics": {
+            "removed": [
+                {"type": "ContainerResource", "container": "app", "name": "cpu"},
+                {"type": "Resource", "name": "cpu"},
+            ]
+        }
+    }
+    # afterHPA: istio-proxy/cpu at 70, then the External metric.
+    assert apply_changes(initial(T0 + 60)["metrics"], data["hpa"]["metrics"]["removed"], {}) == [
+        initial(T0 + 60)["metrics"][2],
+        external,
+    ]
+
+
+def test_controller_automatic_emergency_mode_hpa_back_to_working(tmp_path: Path) -> None:
+    # reconcile-automatic-emergency-mode-hpa-back-to-working: "Tortoise changes the status back to
+    # Working if it finds HPA is working fine now".  The fixture's Tortoise is Working in Auto mode
+    # and its HPA healthy (ScalingActive True, current values 3): no automatic Emergency
+    # (UpdateTortoisePhaseIfHPAIsUnhealthy acts only on an unhealthy HPA), and the reconcile is a
+    # Working one.  before/hpa.yaml: min 3, max 15, app/cpu and istio-proxy/cpu at 30.
+    manifest = tortoise("Auto", autoscalingPolicy=policies(app=H_V, **{"istio-proxy": H_V}))
+    out = run(
+        tmp_path,
+        staged(
+            MERCARI_REQUESTS,
+            10,
+            lambda ts: hpa(ts, 3, 15, {"app/cpu": 30, "istio-proxy/cpu": 30}, current=[3, 3]),
+            mercari_vpa,
+            manifest,
+        ),
+        CONTROLLER,
+    )
+    assert not [e for e in out if "Emergency" in e["data"]["reasons"][0]]
+    working = at(out, TW)
+    assert working["reasons"][0] == "tortoise: phase Working"
+    # after/hpa.yaml: min 5, max 20; app/cpu 30 -> 55 (recommended 90, HPATargetUtilizationMaxIncrease
+    # 25), istio-proxy/cpu 30 -> 55 (3 / 4 = 75: 100 - (75 - 30)); no metric removed.
+    assert working["hpa"] == {
+        "max_replicas": {"from": 15, "to": 20},
+        "min_replicas": {"from": 3, "to": 5},
+        "target_utilization": {"app/cpu": {"from": 30, "to": 55}, "istio-proxy/cpu": {"from": 30, "to": 55}},
+    }
+    # after/tortoise.yaml containerResourceRequests: app 10 / 3Gi, istio-proxy 4 / 3Gi.
+    assert requests_to(working) == {"app": {"memory": mem("3Gi")}, "istio-proxy": {"memory": mem("3Gi")}}

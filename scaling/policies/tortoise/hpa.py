@@ -19,6 +19,7 @@ __all__ = [
     "NEW_METRIC_TARGET",
     "apply_hpa",
     "assume_hpa",
+    "disable_hpa",
     "exclude_external_metrics",
     "hpa_state",
     "initial_hpa",
@@ -81,6 +82,60 @@ def sync_metrics(t: Tick) -> None:
             if ref["type"] == "ContainerResource":
                 hpa.targets.pop((ref["container"], ref["name"]), None)
     _remove(t, gone)
+
+
+def disable_hpa(t: Tick, spec: TortoiseSpec) -> None:
+    """No Horizontal pair left and the HPA is the user's (``horizontalPodAutoscalerName``): Tortoise
+    disables it without deleting it (``UpdateHPASpecFromTortoiseAutoscalingPolicy`` calls
+    ``disableHPA`` in pkg/hpa/service.go at every reconcile past Initializing, updateMode not Off):
+    ``hpa.Spec.Metrics = nil``, ``MaxReplicas = MinReplicas = replicaNum`` (the Deployment's
+    replicas).  Controller testdata ``mutable-autoscalingpolicy-remove-horizontal-2``.
+
+    Every metric the HPA has is removed (``hpa.metrics.removed``), except the one the API server
+    writes back into an HPA left without metrics (autoscaling/v2 defaulting,
+    ``SetDefaults_HorizontalPodAutoscaler``: ``Resource`` cpu at ``averageUtilization`` 80; that
+    is the fixture's after/hpa.yaml): removing it would only bring it back, so an HPA holding
+    that metric alone counts as disabled.  tandem invariant: the replicas are capped at the
+    Tortoise's ``spec.maxReplicas`` (a decision never leaves the policy's bounds; Tortoise does
+    not check), and an HPA cannot be pinned to 0 replicas (the API rejects ``maxReplicas`` 0).
+    """
+    hpa = t.hpa
+    if hpa is None:
+        t.out.reasons.append(f"tortoise: waiting for HPA {spec.hpa_name!r} (no hpa event yet)")
+        return
+    replicas = t.view.spec.replicas
+    if spec.max_replicas is not None and replicas > spec.max_replicas:
+        replicas = spec.max_replicas
+    if replicas < 1:
+        t.out.reasons.append("tortoise: no Horizontal policy, but 0 replicas: the HPA is left as it is")
+        return
+    ev = t.view.hpa
+    metrics = list(ev.metrics) if ev is not None and ev.metrics is not None else []
+    if not _api_default_metrics(metrics):
+        _remove(t, _metric_refs(t))
+    t.out.hpa["min_replicas"] = (hpa.min_replicas, replicas)
+    t.out.hpa["max_replicas"] = (hpa.max_replicas, replicas)
+    if t.out.hpa.get("metrics") or hpa.min_replicas != replicas or hpa.max_replicas != replicas:
+        t.out.reasons.append(
+            f"tortoise: no Horizontal policy: HPA {spec.hpa_name!r} disabled "
+            f"(no metrics, min and max replicas {replicas})"
+        )
+
+
+def _api_default_metrics(metrics: list[Any]) -> bool:
+    """``metrics`` is what the API server gives an autoscaling/v2 HPA created or updated without
+    metrics: one ``Resource`` cpu metric, ``Utilization`` 80."""
+    if len(metrics) != 1 or not isinstance(metrics[0], Mapping) or metrics[0].get("type") != "Resource":
+        return False
+    resource = metrics[0].get("resource")
+    target = resource.get("target") if isinstance(resource, Mapping) else None
+    return (
+        isinstance(resource, Mapping)
+        and resource.get("name") == "cpu"
+        and isinstance(target, Mapping)
+        and target.get("type") == "Utilization"
+        and target.get("averageUtilization") == 80
+    )
 
 
 def exclude_external_metrics(t: Tick) -> None:

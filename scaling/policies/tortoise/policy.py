@@ -20,6 +20,7 @@ from .hpa import (
     NEW_METRIC_TARGET,
     apply_hpa,
     assume_hpa,
+    disable_hpa,
     exclude_external_metrics,
     hpa_state,
     initial_hpa,
@@ -180,9 +181,12 @@ class TortoisePolicy:
         sync_resource_phases(t)
         broken = hpa_broken(view.hpa, memory, now, st)
         phase_step(t, spec.update_mode, has_h, broken)
-        # Step 5: the HPA's metric list follows the policies.
+        # Step 5: the HPA's metric list follows the policies; without a Horizontal pair the user's
+        # HPA is disabled (``UpdateHPASpecFromTortoiseAutoscalingPolicy``).
         if has_h:
             sync_metrics(t)
+        elif spec.hpa_name is not None:
+            disable_hpa(t, spec)
 
         # Step 6: the monitor VPA must be ready.
         why = vpa_unready(view.vpa, policies)
