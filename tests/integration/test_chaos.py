@@ -150,7 +150,10 @@ def test_the_broker_stopped_mid_stream_and_started_again_loses_nothing(
     equals the replay."""
     stream, policies, expected = _stream(tmp_path, 12, 400)
     prefix = _prefix()
-    env = env_for(broker.bootstrap, prefix, TANDEM_BATCH_SIZE="20", TANDEM_BATCH_WITHIN="0.02")
+    # A stall is never silent: with the broker away longer than --stall-timeout, the worker says
+    # which inputs stopped moving (and carries on once they move again; --stall-exit is 300 s).
+    stall = {"TANDEM_STALL_TIMEOUT": "10"} if fault == "sigterm" and OUTAGE_S > 20 else {}
+    env = env_for(broker.bootstrap, prefix, TANDEM_BATCH_SIZE="20", TANDEM_BATCH_WITHIN="0.02", **stall)
     publish(env, stream, policies)
     with workers() as ws:
         worker = Worker(tmp_path, "w", env)
@@ -167,6 +170,8 @@ def test_the_broker_stopped_mid_stream_and_started_again_loses_nothing(
         else:
             broker.kill()
         assert worker.alive(), worker.text()[-3000:]
+        if stall:
+            assert "stalled" in worker.text(), worker.text()[-3000:]
         broker.start()
         wait_for(
             lambda: _every_decision(broker.bootstrap, prefix, expected),
