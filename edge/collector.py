@@ -20,6 +20,13 @@ It lists and watches, in the given namespaces (default: all),
 and every ``--interval`` seconds reads ``metrics.k8s.io`` pod metrics, when that API is served,
 into one ``metric`` batch per workload.
 
+A policy object the parser refuses (a misspelled field, a bad duration, minReplicas above
+maxReplicas) is not sent, so the workers keep the last valid one; it is never dropped silently
+either: once per resourceVersion of the object, a Warning Event ``InvalidPolicy`` is recorded on
+it (deduplicated as the applier's Events are, :func:`edge.reporter.record_event`) with the
+refusal (field path and did-you-mean), and the policy event that was not sent goes to
+``<prefix>deadletter`` in the worker's record shape, with the text the worker would have given it.
+
 Each watch resumes from the last resourceVersion it saw and relists on ``410 Gone``; a relist
 turns objects that vanished meanwhile into deletions.  A resource that is not served (a CRD not
 installed) or forbidden is retried every 30 s.
@@ -68,15 +75,20 @@ from edge.kube import (
     served,
     watch,
 )
-from edge.translate import Collector
+from edge.reporter import record_event
+from edge.status import rfc3339
+from edge.translate import Collector, Refusal
 from ops.errors import describe
 from ops.retry import start_retrying
 from schemas.codec import encode
 from streams.topics import TOPIC_OF_TYPE, ensure_topics, topic_name
 
-__all__ = ["CollectorConfig", "run"]
+__all__ = ["COLLECTOR_COMPONENT", "CollectorConfig", "deadletter_value", "run"]
 
 log = logging.getLogger("tandem.collector")
+
+#: ``source.component`` and ``reportingComponent`` of the collector's Events.
+COLLECTOR_COMPONENT = "tandem-collector"
 
 
 @dataclass(frozen=True)
@@ -142,11 +154,29 @@ def _watch_loop(
             delay = min(delay * 2, 30.0)
 
 
+def deadletter_value(refusal: Refusal, topic: str) -> bytes:
+    """The dead-letter record of a refused policy, in the worker's shape (``topic``, ``partition``,
+    ``offset``, ``key``, ``value``, ``error``): ``topic`` is the policies topic it would have gone
+    to, ``partition`` and ``offset`` are null (it never was on it), ``value`` the policy event's
+    JSON text, ``error`` the worker's text for it (``field 'policy.spec...': ...``)."""
+    return encode(
+        {
+            "topic": topic,
+            "partition": None,
+            "offset": None,
+            "key": refusal.key,
+            "value": encode(refusal.event).decode(),
+            "error": refusal.error,
+        }
+    )
+
+
 class _KafkaSink:
     def __init__(self, settings: Any) -> None:
         from aiokafka import AIOKafkaProducer
 
         self.topics = {t: topic_name(settings.prefix, s) for t, s in TOPIC_OF_TYPE.items()}
+        self.deadletter = topic_name(settings.prefix, "deadletter")
         self.settings = settings
         self.producer = AIOKafkaProducer(**settings.client_kwargs(), acks="all", enable_idempotence=True, linger_ms=5)
 
@@ -167,6 +197,11 @@ class _KafkaSink:
         if futures:
             await asyncio.gather(*futures)
 
+    async def dead_letter(self, refusal: Refusal) -> bool:
+        value = deadletter_value(refusal, self.topics["policy"])
+        await (await self.producer.send(self.deadletter, value=value, key=refusal.key.encode()))
+        return True
+
     async def stop(self) -> None:
         await self.producer.stop()
 
@@ -183,6 +218,9 @@ class _FileSink:
         for ev in events:
             self.fh.write(encode(ev) + b"\n")
         self.fh.flush()
+
+    async def dead_letter(self, refusal: Refusal) -> bool:
+        return False  # a JSON Lines file holds input events only: the Event and the log say it
 
     async def stop(self) -> None:
         if self.fh is not None and self.fh is not sys.stdout.buffer:
@@ -297,7 +335,15 @@ async def run(
                 log.warning("pod metrics: %s", exc)
             await asyncio.to_thread(stop.wait, config.interval)
 
+    refusals: asyncio.Queue[Refusal | None] = asyncio.Queue()
+
+    async def report_refusals() -> None:
+        """One at a time, so that two versions refused alike count one Event rather than race."""
+        while (refusal := await refusals.get()) is not None:
+            await _report_refusal(api, config.cluster, sink, refusal, metrics)
+
     scraper = asyncio.create_task(scrape())
+    reporter = asyncio.create_task(report_refusals())
     try:
         while not stop.is_set():
             try:
@@ -308,10 +354,48 @@ async def run(
             while not queue.empty():  # drain what else arrived, then send it all at once
                 nxt = queue.get_nowait()
                 events.extend(collector.observe(nxt[0], nxt[1], nxt[2], time.time()))
+            for refusal in collector.take_refusals():
+                refusals.put_nowait(refusal)
             await send(events)
     finally:
         stop.set()
         scraper.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await scraper
+        refusals.put_nowait(None)  # report what is queued, for a while, then stop
+        with contextlib.suppress(Exception):
+            await asyncio.wait({reporter}, timeout=_REPORT_GRACE)
+        reporter.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await reporter
         await sink.stop()
+
+
+#: Seconds a stopping collector still gives the refusals it has queued.
+_REPORT_GRACE = 10.0
+
+
+async def _report_refusal(api: Any, cluster: str, sink: Any, refusal: Refusal, metrics: Any) -> None:
+    """The Warning Event on the refused policy object, then its dead letter; each best effort
+    (logged when it fails: the refusal is in the log either way)."""
+    where = f"{refusal.involved.get('kind')} {refusal.involved.get('namespace')}/{refusal.involved.get('name')}"
+    try:
+        await asyncio.to_thread(
+            record_event,
+            api,
+            "Warning",
+            "InvalidPolicy",
+            refusal.message,
+            refusal.involved,
+            component=COLLECTOR_COMPONENT,
+            instance=f"{COLLECTOR_COMPONENT}-{cluster}",
+            now=rfc3339(time.time()),
+            timed=lambda operation: _timed(metrics, operation),
+        )
+    except Exception as exc:
+        log.warning("event InvalidPolicy on %s not recorded: %s", where, describe(exc))
+    try:
+        if await sink.dead_letter(refusal):
+            log.info("the refused %s is on the dead-letter topic", where)
+    except Exception as exc:
+        log.warning("the refused %s is not on the dead-letter topic: %s", where, describe(exc))

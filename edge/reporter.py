@@ -31,7 +31,7 @@ from edge.status import Observation, event_for, event_name, fold_status, merge_p
 from ops.errors import describe
 from scaling.cloudevents import BLOCKED, DECISION
 
-__all__ = ["EVENTS", "REPORTING_COMPONENT", "Reporter"]
+__all__ = ["EVENTS", "REPORTING_COMPONENT", "Reporter", "record_event"]
 
 log = logging.getLogger("tandem.applier")
 
@@ -210,42 +210,79 @@ class Reporter:
             if uid is None:
                 return  # the workload is gone: nobody would read the Event
             involved = {**involved, "uid": uid}
-        ns = str(involved["namespace"])
-        name = event_name(str(involved.get("kind")), str(involved["name"]), type_, reason, message)
-        now = _wall(self.clock())
-        event = {
-            "metadata": {"name": name, "namespace": ns},
-            "involvedObject": involved,
-            "type": type_,
-            "reason": reason,
-            "message": message[:1024],
-            "source": {"component": REPORTING_COMPONENT},
-            "reportingComponent": REPORTING_COMPONENT,
-            "reportingInstance": f"{REPORTING_COMPONENT}-{self.cluster}",
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
-        try:
-            with self._kube("create_event"):
-                request(self.api, "POST", EVENTS.path(ns), body=event)
-            return
-        except KubeError as exc:
-            if exc.status != 409:
-                raise
-        # The same Event exists (within the events' TTL): count it, as the EventCorrelator does.
-        with self._kube("get_event"):
-            current = request(self.api, "GET", EVENTS.path(ns, name))
-        patch = {
-            "metadata": {"resourceVersion": (current.get("metadata") or {}).get("resourceVersion")},
-            "count": int(current.get("count") or 1) + 1,
-            "lastTimestamp": now,
-        }
-        with self._kube("patch_event"):
-            request(
-                self.api,
-                "PATCH",
-                EVENTS.path(ns, name),
-                body=patch,
-                content_type="application/merge-patch+json",
-            )
+        record_event(
+            self.api,
+            type_,
+            reason,
+            message,
+            involved,
+            component=REPORTING_COMPONENT,
+            instance=f"{REPORTING_COMPONENT}-{self.cluster}",
+            now=_wall(self.clock()),
+            timed=self._kube,
+        )
+
+
+def record_event(
+    api: Any,
+    type_: str,
+    reason: str,
+    message: str,
+    involved: Mapping[str, Any],
+    *,
+    component: str,
+    instance: str,
+    now: str,
+    timed: Callable[[str], contextlib.AbstractContextManager[None]] | None = None,
+) -> str:
+    """Create a core v1 Event on ``involved`` (its ``namespace`` and ``name`` at least), or count it.
+
+    Deduplicated as client-go's EventCorrelator does: the Event's name is fixed by what it says
+    (:func:`edge.status.event_name`), so the same Event again, also after a restart, meets a 409 on
+    create, and its ``count`` is incremented and ``lastTimestamp`` moved to ``now`` (RFC 3339)
+    instead.  Returns ``"created"`` or ``"counted"``.  The applier's :class:`Reporter` and the
+    collector (its ``InvalidPolicy`` Warnings) both record through here.
+    """
+
+    def kube(operation: str) -> contextlib.AbstractContextManager[None]:
+        return timed(operation) if timed is not None else contextlib.nullcontext()
+
+    ns = str(involved["namespace"])
+    name = event_name(str(involved.get("kind")), str(involved["name"]), type_, reason, message)
+    event = {
+        "metadata": {"name": name, "namespace": ns},
+        "involvedObject": dict(involved),
+        "type": type_,
+        "reason": reason,
+        "message": message[:1024],
+        "source": {"component": component},
+        "reportingComponent": component,
+        "reportingInstance": instance,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+    try:
+        with kube("create_event"):
+            request(api, "POST", EVENTS.path(ns), body=event)
+        return "created"
+    except KubeError as exc:
+        if exc.status != 409:
+            raise
+    # The same Event exists (within the events' TTL): count it, as the EventCorrelator does.
+    with kube("get_event"):
+        current = request(api, "GET", EVENTS.path(ns, name))
+    patch = {
+        "metadata": {"resourceVersion": (current.get("metadata") or {}).get("resourceVersion")},
+        "count": int(current.get("count") or 1) + 1,
+        "lastTimestamp": now,
+    }
+    with kube("patch_event"):
+        request(
+            api,
+            "PATCH",
+            EVENTS.path(ns, name),
+            body=patch,
+            content_type="application/merge-patch+json",
+        )
+    return "counted"

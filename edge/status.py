@@ -22,7 +22,9 @@ own results, this module computes
     ``currentReplicas``, ``desiredReplicas``, ``lastScaleTime``, ``conditions``;
 
 * the Kubernetes Event of each applied decision and of each change held back (:func:`event_for`),
-  whose message is the sentence of ``tandem audit explain`` (:mod:`schemas.words`).
+  whose message is the sentence of ``tandem audit explain`` (:mod:`schemas.words`), and the
+  message of the collector's Warning on a policy object the parser refuses
+  (:func:`invalid_policy_message`).
 
 Every time written is the tick's (event time, RFC 3339 to the second, like ``metav1.Time``), never
 the wall clock, so folding the same observation twice gives the same status: the writer compares
@@ -51,6 +53,7 @@ __all__ = [
     "event_for",
     "event_name",
     "fold_status",
+    "invalid_policy_message",
     "merge_patch",
     "rfc3339",
 ]
@@ -498,6 +501,13 @@ def event_for(obs: Observation) -> tuple[str, str, str] | None:
     if obs.type == "blocked":
         return "Normal", "HeldBack", f"{who}: " + " ".join(outcome_sentences("blocked", obs.data))
     return None
+
+
+def invalid_policy_message(error: str) -> str:
+    """The message of the collector's ``InvalidPolicy`` Warning on a policy object: the parser's
+    refusal (``field 'spec.hpa.template.spec.maxReplica': unknown field (did you mean
+    maxReplicas?)``) and what follows from it."""
+    return f"not a valid policy, not used (the workload keeps its last valid policy, if any): {error}"
 
 
 def event_name(kind: str, object_name: str, type_: str, reason: str, message: str) -> str:

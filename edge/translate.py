@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+import orjson
 
 from edge.kube import (
     DEPLOYMENTS,
@@ -24,11 +27,12 @@ from edge.kube import (
     policy_resources,
     selector_matches,
 )
+from edge.status import invalid_policy_message
 from scaling.errors import InvalidEvent, InvalidPolicy
 from scaling.events import WorkloadRef, decode_event
 from scaling.policies import parse_policy, policy_target
 
-__all__ = ["Collector", "clean_manifest", "hpa_event", "parse_time", "vpa_event"]
+__all__ = ["Collector", "Refusal", "clean_manifest", "hpa_event", "parse_time", "vpa_event"]
 
 log = logging.getLogger("tandem.collector")
 
@@ -89,6 +93,23 @@ def clean_manifest(obj: Mapping[str, Any], res: Resource) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A policy object the parser refused, once per resourceVersion (docs/edge.md, "Collector").
+
+    The I/O half records ``message`` as a Warning Event ``InvalidPolicy`` on ``involved`` (the
+    object: apiVersion, kind, name, namespace, uid, resourceVersion) and puts ``event``, the policy
+    event that was not sent, on the dead-letter topic under ``key`` with ``error``, the text the
+    worker would have given it (``field 'policy.spec...': ...``).
+    """
+
+    involved: dict[str, Any]
+    message: str
+    key: str
+    event: dict[str, Any]
+    error: str
+
+
 class Collector:
     """The collector's state (what it has seen, what it has sent) and its event builders.
 
@@ -107,6 +128,9 @@ class Collector:
         self.policy_targets: dict[tuple[str, str, str], WorkloadRef] = {}  # (resource, ns, name) -> target
         self.oom_seen: set[tuple[str, str, int]] = set()
         self.rejected = 0  # events and policies that failed validation (logged, not sent)
+        #: (resource, ns, name) of a policy object refused -> the version refused (its resourceVersion)
+        self.refused: dict[tuple[str, str, str], str] = {}
+        self.refusals: list[Refusal] = []  # refused policy objects not yet reported (take_refusals)
         self.lists: dict[str, int] = {}  # (re)lists per resource: 1 each while watches resume
         self.resumes: dict[str, int] = {}  # watches that ended and were resumed from their resourceVersion
 
@@ -310,11 +334,13 @@ class Collector:
         out: list[dict[str, Any]] = []
         source = f"policy/{res.group}/{name}"
         if kind == "DELETED":
+            self.refused.pop(ident, None)
             if previous is not None:
                 del self.policy_targets[ident]
                 self._emit(out, source, {"type": "policy", "workload": previous.as_dict(), "policy": None}, now)
             return out
         manifest = clean_manifest(obj, res)
+        ref = None
         try:
             target = policy_target(manifest, self.cluster)
             ref = self._ref(target.namespace, target.kind, target.name)
@@ -322,7 +348,9 @@ class Collector:
         except (InvalidPolicy, InvalidEvent) as exc:
             self._reject("policy")
             log.warning("%s %s/%s is not a valid policy (%s); the last valid one stays", res.kind, ns, name, exc)
+            self._refuse(ident, res, obj, manifest, ref, exc, now)
             return out
+        self.refused.pop(ident, None)
         if target.cluster != self.cluster:
             log.warning(
                 "%s %s/%s says it is for cluster %s, but it lives in %s: taken as %s's",
@@ -338,6 +366,46 @@ class Collector:
         self.policy_targets[ident] = ref
         self._emit(out, source, {"type": "policy", "workload": ref.as_dict(), "policy": manifest}, now)
         return out
+
+    def _refuse(
+        self,
+        ident: tuple[str, str, str],
+        res: Resource,
+        obj: Mapping[str, Any],
+        manifest: dict[str, Any],
+        ref: WorkloadRef | None,
+        exc: InvalidEvent,
+        now: float,
+    ) -> None:
+        """Queue a :class:`Refusal` for ``obj``, unless this version of it was refused already (a
+        relist, or a resumed watch, shows the same object again: no second Event, no count + 1)."""
+        meta = _meta(obj)
+        version = str(meta.get("resourceVersion") or "") or orjson.dumps(manifest, option=orjson.OPT_SORT_KEYS).decode()
+        if self.refused.get(ident) == version:
+            return
+        self.refused[ident] = version
+        involved: dict[str, Any] = {
+            "apiVersion": obj.get("apiVersion") or res.api_version,
+            "kind": obj.get("kind") or res.kind,
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace"),
+        }
+        involved.update({k: meta[k] for k in ("uid", "resourceVersion") if meta.get(k)})
+        ns, name = _ident(obj)
+        # Keyed like the policy event it would have been: by its target, else by the object itself.
+        key = ref.key if ref is not None else f"{self.cluster}/{ns}/{involved['kind']}/{name}"
+        event = {
+            "type": "policy",
+            "ts": round(now, 3),
+            "workload": ref.as_dict() if ref is not None else None,
+            "policy": manifest,
+        }
+        self.refusals.append(Refusal(involved, invalid_policy_message(str(exc)), key, event, str(exc.within("policy"))))
+
+    def take_refusals(self) -> list[Refusal]:
+        """The refusals queued since the last call (the I/O half reports each once)."""
+        taken, self.refusals = self.refusals, []
+        return taken
 
     # -- metrics --------------------------------------------------------------------------------
 

@@ -111,13 +111,16 @@ def test_worker_is_a_statefulset_with_a_rocksdb_volume_probes_and_the_broker() -
 
 
 @needs_helm
-def test_edge_rbac_is_deploy_rbac_collector_read_only_and_applier_patch_only() -> None:
+def test_edge_rbac_is_deploy_rbac_collector_reads_and_records_events_applier_patch_only() -> None:
     docs = render("tandem-system", "edge.cluster=eu-1")
     roles = by_kind(docs, "ClusterRole")
     assert roles["tandem-collector"]["rules"] == rbac_rules(RBAC / "collector.yaml")
     assert roles["tandem-applier"]["rules"] == rbac_rules(RBAC / "applier.yaml")
-    for rule in roles["tandem-collector"]["rules"]:
-        assert set(rule["verbs"]) <= {"get", "list", "watch"}
+    # The collector reads; its one write is the InvalidPolicy Warning Event (created, then counted).
+    collector_writes = [
+        rule for rule in roles["tandem-collector"]["rules"] if set(rule["verbs"]) - {"get", "list", "watch"}
+    ]
+    assert collector_writes == [{"apiGroups": [""], "resources": ["events"], "verbs": ["create", "get", "patch"]}]
     writes = {
         (group, res)
         for rule in roles["tandem-applier"]["rules"]
