@@ -137,9 +137,17 @@ class TortoiseSettings:
         disable = raw.get("GlobalDisableMode", False)
         if not isinstance(disable, bool):
             raise InvalidPolicy("tortoise.GlobalDisableMode", f"expected true or false, got {disable!r}")
-        regex = raw.get("HPAExternalMetricExclusionRegex", "")
+        regex = raw.get("HPAExternalMetricExclusionRegex")
+        if regex is None:  # unset, or null (Tortoise's zero value): no external metric is excluded
+            regex = ""
+        elif not isinstance(regex, str):  # str() would silently make 5 the text "5", a list its repr
+            raise InvalidPolicy(
+                "tortoise.HPAExternalMetricExclusionRegex",
+                f"expected a regular expression (a string), got {type(regex).__name__} {regex!r}"
+                + (" (quote it to mean that text)" if isinstance(regex, int | float) else ""),
+            )
         try:
-            re.compile(str(regex))
+            re.compile(regex)
         except re.error as exc:
             raise InvalidPolicy("tortoise.HPAExternalMetricExclusionRegex", str(exc)) from None
         for key in ("DefaultHPABehavior",):
@@ -185,7 +193,7 @@ class TortoiseSettings:
             target_update_interval=_duration_setting(
                 raw, "HPATargetUtilizationUpdateInterval", d.target_update_interval
             ),
-            external_exclusion=str(regex),
+            external_exclusion=regex,
             grace_period=_duration_setting(raw, "EmergencyModeGracePeriod", d.grace_period),
             features=frozenset(flags),
             global_disable=disable,
