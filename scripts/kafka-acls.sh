@@ -16,8 +16,9 @@
 #   worker        Read, Write, Create, Describe, DescribeConfigs on topics prefixed P (inputs, outputs,
 #                 P actuator.<cluster>, and Faust's changelog/assignor topics, which start with its app id);
 #                 Read, Describe on its consumer group
-#   collector-c   Write, Describe on P{metrics,workloads,hpa,vpa,policies}: it can write inputs, read
-#                 nothing; the worker refuses its records for another cluster (streams/signing.py)
+#   collector-c   Write, Describe on P{metrics,workloads,hpa,vpa,policies} and P deadletter (the policy
+#                 objects it refuses): it can write inputs, read nothing; the worker refuses its records
+#                 for another cluster (streams/signing.py)
 #   applier-c     Read, Describe on P actuator.<c> (the worker must run with --actuator-clusters naming c)
 #                 and on its group tandem-applier-<c>; Write, Describe on P audit (its results)
 #
@@ -99,7 +100,7 @@ IFS=',' read -r -a cluster_list <<<"$clusters"
 for c in "${cluster_list[@]}"; do
     [[ -n "$c" ]] || continue
     [[ "$c" != */* && "$c" != *" "* ]] || die "not a cluster name: $c"
-    acl "collector-$c" Write,Describe "${inputs[@]}"
+    acl "collector-$c" Write,Describe "${inputs[@]}" --topic "${prefix}deadletter"
     acl "applier-$c" Read,Describe --topic "${prefix}actuator.$c"
     acl "applier-$c" Read,Describe --group "tandem-applier-$c"
     acl "applier-$c" Write,Describe --topic "${prefix}audit"

@@ -204,7 +204,8 @@ def test_acl_script_prints_the_exact_commands() -> None:
         "kafka-acls.sh --bootstrap-server k:9093 --add --force --allow-principal User:worker --operation Read "
         "--operation Describe --group p.worker",
         "kafka-acls.sh --bootstrap-server k:9093 --add --force --allow-principal User:collector-eu --operation Write "
-        "--operation Describe --topic p.metrics --topic p.workloads --topic p.hpa --topic p.vpa --topic p.policies",
+        "--operation Describe --topic p.metrics --topic p.workloads --topic p.hpa --topic p.vpa --topic p.policies "
+        "--topic p.deadletter",
         "kafka-acls.sh --bootstrap-server k:9093 --add --force --allow-principal User:applier-eu --operation Read "
         "--operation Describe --topic p.actuator.eu",
         "kafka-acls.sh --bootstrap-server k:9093 --add --force --allow-principal User:applier-eu --operation Read "

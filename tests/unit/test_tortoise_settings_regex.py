@@ -1,5 +1,6 @@
-"""Tortoise's ``HPAExternalMetricExclusionRegex`` setting: a string or nothing, never a value
-silently turned into text (``5`` became the regex ``"5"``, a list its Python repr)."""
+"""Tortoise's ``HPAExternalMetricExclusionRegex`` setting: a string, an integer read as its text
+(as Tortoise's yaml.v3 does), or nothing; never a value silently turned into made-up text (a list
+became its Python repr, ``None`` the regex ``"None"``)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,16 @@ FIELD = "tortoise.HPAExternalMetricExclusionRegex"
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        (5, "expected a regular expression (a string), got int 5 (quote it to mean that text)"),
-        (0.5, "expected a regular expression (a string), got float 0.5 (quote it to mean that text)"),
+        (
+            0.5,
+            "expected a regular expression (a string), got float 0.5 "
+            "(quote it: Tortoise would take its literal text, which tandem cannot see)",
+        ),
+        (
+            True,
+            "expected a regular expression (a string), got bool True "
+            "(quote it: Tortoise would take its literal text, which tandem cannot see)",
+        ),
         (["^datadog", "-exclude$"], "expected a regular expression (a string), got list ['^datadog', '-exclude$']"),
         ({"name": "x"}, "expected a regular expression (a string), got dict {'name': 'x'}"),
     ],
@@ -32,8 +41,12 @@ def test_a_non_string_regex_is_an_error_naming_the_setting(value: Any, message: 
 
 def test_the_settings_file_says_the_same() -> None:
     with pytest.raises(InvalidPolicy) as caught:
-        Settings.from_mapping({"tortoise": {"HPAExternalMetricExclusionRegex": 5}})
+        Settings.from_mapping({"tortoise": {"HPAExternalMetricExclusionRegex": [5]}})
     assert caught.value.field == FIELD
+
+
+def test_an_integer_is_its_text_as_in_tortoise() -> None:
+    assert TortoiseSettings.from_mapping({"HPAExternalMetricExclusionRegex": 5}).external_exclusion == "5"
 
 
 @pytest.mark.parametrize(("raw", "expected"), [({}, ""), ({"HPAExternalMetricExclusionRegex": None}, "")])

@@ -140,11 +140,19 @@ class TortoiseSettings:
         regex = raw.get("HPAExternalMetricExclusionRegex")
         if regex is None:  # unset, or null (Tortoise's zero value): no external metric is excluded
             regex = ""
-        elif not isinstance(regex, str):  # str() would silently make 5 the text "5", a list its repr
+        elif isinstance(regex, int) and not isinstance(regex, bool):
+            # Tortoise reads its config with gopkg.in/yaml.v3, which puts any scalar's literal text
+            # into a string field: `5` is the regex "5" there too (never stricter than upstream).
+            regex = str(regex)
+        elif not isinstance(regex, str):
+            # A float or a boolean: yaml.v3 would keep its literal text (`1.50`, `yes`), which
+            # tandem's YAML reader does not keep, so it cannot know the regex Tortoise would use;
+            # a list or a mapping Tortoise refuses too.  str() would make up a text.
+            scalar = isinstance(regex, float | bool)
             raise InvalidPolicy(
                 "tortoise.HPAExternalMetricExclusionRegex",
                 f"expected a regular expression (a string), got {type(regex).__name__} {regex!r}"
-                + (" (quote it to mean that text)" if isinstance(regex, int | float) else ""),
+                + (" (quote it: Tortoise would take its literal text, which tandem cannot see)" if scalar else ""),
             )
         try:
             re.compile(regex)
