@@ -156,7 +156,7 @@ class Pipeline:
         self.signer = settings.decision_signer
         self.t_deadletter = topic_name(prefix, "deadletter")
         self.t_recommendation = {"hpa": topic_name(prefix, "hpa"), "vpa": topic_name(prefix, "vpa")}
-        self.merger = Merger(settings.core)
+        self.merger = Merger(settings.core, grace=settings.merge_grace)
         self.lock = asyncio.Lock()
         #: No silent stall (issue #18): inputs with lag and no progress are logged, gauged, unready.
         self.stalls = StallWatch(settings.stall_timeout, settings.stall_exit)
@@ -363,7 +363,7 @@ class Pipeline:
             self.stats["messages"] += len(events)
             out = Output()
             for p in touched:
-                out.extend(merger.release(p, self._highwaters(p)))
+                out.extend(merger.release(p, self._highwaters(p), now))
             await self._publish(out, rejects)
             await self._persist()
             await self._throttle(touched)
@@ -398,7 +398,7 @@ class Pipeline:
             per_partition: list[tuple[int, Output]] = []
             for p in sorted(self.assigned):
                 hw = self._highwaters(p)
-                part = self.merger.release(p, hw)
+                part = self.merger.release(p, hw, now)
                 part.extend(self.merger.flush_idle(p, hw, now, idle_after))
                 if part:
                     out.extend(part)

@@ -23,6 +23,7 @@ from streams.settings import (
     bootstrap_servers,
     env,
     flag,
+    non_negative_float,
     positive_float,
     positive_int,
 )
@@ -42,6 +43,8 @@ class WorkerSettings(KafkaSettings):
     web: bool = True
     web_port: int | None = None
     idle_flush: float = 2.0
+    #: Seconds a caught-up input waits for records of the same instant on other topics (streams.merge).
+    merge_grace: float = 2.0
     batch_size: int = 2000
     batch_within: float = 0.2
     standby_replicas: int = 1
@@ -75,6 +78,13 @@ def add_worker_options(p: argparse.ArgumentParser) -> None:
         type=positive_float,
         default=env("idle_flush", "2"),
         help="seconds a caught-up partition waits before running its pending ticks (default 2)",
+    )
+    p.add_argument(
+        "--merge-grace",
+        type=non_negative_float,
+        default=env("merge_grace", "2"),
+        help="seconds a caught-up input waits for what its producer wrote to other topics at the same "
+        "instant before it stops holding back newer events (default 2; 0: no grace)",
     )
     p.add_argument(
         "--batch-size", type=positive_int, default=env("batch_size", "2000"), help="messages per batch at most"
@@ -142,6 +152,7 @@ def worker_settings(args: argparse.Namespace) -> WorkerSettings:
         web=not args.without_web,
         web_port=int(args.web_port) if args.web_port is not None else None,
         idle_flush=args.idle_flush,
+        merge_grace=args.merge_grace,
         batch_size=args.batch_size,
         batch_within=args.batch_within,
         standby_replicas=args.standby_replicas,

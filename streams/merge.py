@@ -34,7 +34,8 @@ topic-partitions to pause (those ahead of the bound, once a partition buffers ``
 and to resume (once they are no longer ahead, or the buffer is down to ``low``).  The topic that
 sets the bound is never paused, so the bound keeps moving.
 
-Liveness: a caught-up topic-partition counts as ``+inf``.  When every input of partition ``p`` is
+Liveness: a caught-up topic-partition counts as ``+inf`` (after a short grace for what arrived
+just now: :class:`PartitionClock`).  When every input of partition ``p`` is
 caught up and nothing arrived for a while, :meth:`Merger.flush_idle` runs the pending tick of each
 workload of ``p`` (what ``tandem replay`` does when its input ends).  Processing time only decides
 *when* that happens, never *what* a decision says: its content is pure event time.  The price is
@@ -46,7 +47,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -111,14 +112,28 @@ class SourceClock:
 
 
 class PartitionClock:
-    """The watermarks of one partition number across the input topics."""
+    """The watermarks of one partition number across the input topics.
 
-    __slots__ = ("last_arrival", "sources")
+    ``grace`` (processing-time seconds, Kafka Streams' ``max.task.idle.ms``): a caught-up input is
+    judged so from the consumer's latest fetch, and one producer's records of one instant reach the
+    broker's topics in separate batches, in any order.  So a caught-up input counts as ``+inf`` only
+    for events that arrived ``grace`` seconds ago or earlier; for newer ones it counts as its own
+    largest ``ts`` (or, if larger, the largest ``ts`` of those older arrivals: by then every record
+    its producer wrote before them has landed and been fetched).  Producers write in event-time
+    order, so nothing is released ahead of a record of the same partition that was merely late.
+    """
 
-    def __init__(self, now: float, kinds: Iterable[str] = KINDS) -> None:
+    __slots__ = ("_recent", "grace", "last_arrival", "settled", "sources")
+
+    def __init__(self, now: float, kinds: Iterable[str] = KINDS, grace: float = 0.0) -> None:
         self.sources: dict[str, SourceClock] = {k: SourceClock() for k in kinds}
         #: Processing time (monotonic) of the last input that may change a decision.
         self.last_arrival = now
+        self.grace = grace
+        #: (arrival, ts) of the inputs that arrived within the last ``grace`` seconds, oldest first.
+        self._recent: deque[tuple[float, float]] = deque()
+        #: The largest ``ts`` of an input that arrived ``grace`` seconds ago or earlier.
+        self.settled = -INF
 
     def observe(self, kind: str, offset: int, ts: float | None, now: float | None = None) -> None:
         """A message at ``offset`` was read from ``(kind's topic, p)``; ``ts`` None for a rejected one.
@@ -133,15 +148,37 @@ class PartitionClock:
             src.last_ts = ts
         if now is not None:
             self.last_arrival = now
+            if ts is not None and self.grace > 0:
+                self._recent.append((now, ts))
 
     def set_start(self, kind: str, offset: int | None) -> None:
         self.sources[kind].start_offset = offset
 
-    def bound(self, highwaters: Mapping[str, int | None]) -> float:
-        """No event read from now on in this partition has a ``ts`` below this."""
+    def bound(self, highwaters: Mapping[str, int | None], now: float | None = None) -> float:
+        """No event read from now on in this partition has a ``ts`` below this.
+
+        With ``now`` the grace applies to caught-up inputs (see the class); without it, the bound
+        is the structural one, which backpressure uses (a grace ends by itself and must not pause
+        the inputs that run ahead of it).
+        """
+        caught = INF
+        if now is not None and self.grace > 0:
+            recent = self._recent
+            cutoff = now - self.grace
+            while recent and recent[0][0] <= cutoff:
+                ts = recent.popleft()[1]
+                if ts > self.settled:
+                    self.settled = ts
+            if recent:
+                caught = self.settled
         b = INF
         for kind, src in self.sources.items():
             if src.caught_up(highwaters.get(kind)):
+                if caught != INF:
+                    last = src.last_ts
+                    limit = caught if last is None or last < caught else last
+                    if limit < b:
+                        b = limit
                 continue
             if src.last_ts is None:
                 return -INF
@@ -150,8 +187,8 @@ class PartitionClock:
         return b
 
     def idle(self, now: float, highwaters: Mapping[str, int | None], after: float) -> bool:
-        """Every input is caught up and nothing arrived for ``after`` seconds."""
-        return now - self.last_arrival >= after and self.bound(highwaters) == INF
+        """Every input is caught up and nothing arrived for ``after`` seconds (and the grace)."""
+        return now - self.last_arrival >= max(after, self.grace) and self.bound(highwaters) == INF
 
 
 # ---------------------------------------------------------------------------------------- slots
@@ -280,9 +317,12 @@ class Merger:
     persist the slots named in :attr:`dirty` (then clear it) and publish what was returned.
     """
 
-    def __init__(self, settings: Settings, kinds: Iterable[str] = KINDS, *, high: int = 1000, low: int = 250) -> None:
+    def __init__(
+        self, settings: Settings, kinds: Iterable[str] = KINDS, *, high: int = 1000, low: int = 250, grace: float = 0.0
+    ) -> None:
         self.settings = settings
         self.kinds = tuple(kinds)
+        self.grace = grace
         self.high = high
         self.low = low
         self.slots: dict[str, Slot] = {}
@@ -309,7 +349,7 @@ class Merger:
     def clock(self, partition: int, now: float) -> PartitionClock:
         c = self.clocks.get(partition)
         if c is None:
-            c = self.clocks[partition] = PartitionClock(now, self.kinds)
+            c = self.clocks[partition] = PartitionClock(now, self.kinds, self.grace)
         return c
 
     def load(self, slot: Slot) -> None:
@@ -357,8 +397,11 @@ class Merger:
 
     # --- output -----------------------------------------------------------------------------
 
-    def release(self, partition: int, highwaters: Mapping[str, int | None]) -> Output:
-        """Ingest, per workload in order, the buffered events of ``partition`` below its bound."""
+    def release(self, partition: int, highwaters: Mapping[str, int | None], now: float | None = None) -> Output:
+        """Ingest, per workload in order, the buffered events of ``partition`` below its bound.
+
+        ``now`` (processing time) applies the grace of caught-up inputs (:class:`PartitionClock`).
+        """
         out = Output()
         waiting = self._waiting.get(partition)
         if not waiting:
@@ -366,7 +409,7 @@ class Merger:
         clock = self.clocks.get(partition)
         if clock is None:
             return out
-        bound = clock.bound(highwaters)
+        bound = clock.bound(highwaters, now)
         if bound == -INF:
             return out
         settings = self.settings
@@ -412,7 +455,7 @@ class Merger:
         clock = self.clocks.get(partition)
         if clock is None or not clock.idle(now, highwaters, after):
             return Output()
-        out = self.release(partition, highwaters)
+        out = self.release(partition, highwaters, now)
         pending = self._pending.get(partition)
         if not pending:
             return out

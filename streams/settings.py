@@ -63,6 +63,7 @@ __all__ = [
     "bootstrap_servers",
     "env",
     "flag",
+    "non_negative_float",
     "positive_float",
     "positive_int",
 ]
@@ -155,6 +156,13 @@ def positive_float(value: str) -> float:
     x = float(value)
     if not x > 0:
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {value}")
+    return x
+
+
+def non_negative_float(value: str) -> float:
+    x = float(value)
+    if not x >= 0 or x == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
     return x
 
 
