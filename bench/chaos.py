@@ -1,13 +1,14 @@
 """Run the fault scenarios of issue #18 N times each and print a table of passes.
 
-    python bench/chaos.py [--runs 20] [--scenario NAME]... [--outage 30] [--logs DIR]
+    python bench/chaos.py [--runs 20] [--parallel 1] [--scenario NAME]... [--outage 30] [--logs DIR]
 
 Each scenario is one real-broker test (``tests/integration/test_worker_kafka.py`` and
 ``tests/integration/test_chaos.py``): it publishes a stream, runs ``tandem worker`` subprocesses,
 injects the fault and compares the audit topic with ``tandem replay`` of the same input (same ids,
 same content, a repeated event byte-identical) and checks that every input is committed.  CI runs
 each scenario once as part of the suite; this script repeats them, round-robin so that a noisy
-moment of the machine does not hit one scenario only.  A run's outcome is pytest's: passed,
+moment of the machine does not hit one scenario only; ``--parallel 2`` runs two at once (a harder
+test: each run then shares the machine with another one's broker and workers).  A run's outcome is pytest's: passed,
 xfailed (a known, documented limit the test reports as such) or failed (its output is kept under
 ``--logs``).  The worker scenarios share one broker started here (``scripts/kafka.sh``); the broker
 scenarios start and stop their own.
@@ -80,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), help="only these (repeatable)")
     p.add_argument("--outage", type=float, default=30.0, help="seconds the broker stays away under SIGTERM")
     p.add_argument("--logs", type=Path, default=Path("chaos-logs"), help="where failed runs' output goes")
+    p.add_argument("--parallel", type=int, default=1, help="runs at once (default 1; each run is several processes)")
     args = p.parse_args(argv)
     chosen = args.scenario or list(SCENARIOS)
 
@@ -96,27 +98,40 @@ def main(argv: list[str] | None = None) -> int:
     begun = time.monotonic()
     # SIGTERM (or ^C) ends the runs early; the table then shows the runs that completed.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    todo = [(run, name) for run in range(1, args.runs + 1) for name in chosen]
+    running: list[tuple[int, str, float, subprocess.Popen[str], Path]] = []
+    logs = Path(tempfile.mkdtemp(prefix="tandem-chaos-runs."))
     try:
-        for run in range(1, args.runs + 1):
-            for name in chosen:
-                node = SCENARIOS[name][1]
-                t0 = time.monotonic()
-                done = subprocess.run(
-                    [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEx", node],
+        while todo or running:
+            while todo and len(running) < args.parallel:
+                run, name = todo.pop(0)
+                out = logs / f"{name}-{run}.log"
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEx", SCENARIOS[name][1]],
                     cwd=ROOT,
                     env={**env, "TANDEM_TEST_BROKER": bootstrap, "TANDEM_CHAOS_OUTAGE": str(args.outage)},
-                    capture_output=True,
+                    stdout=out.open("w"),
+                    stderr=subprocess.STDOUT,
                     text=True,
                 )
+                running.append((run, name, time.monotonic(), proc, out))
+            time.sleep(0.5)
+            for item in [r for r in running if r[3].poll() is not None]:
+                running.remove(item)
+                run, name, t0, proc, out = item
                 seconds = time.monotonic() - t0
-                outcome = _outcome(done.returncode, done.stdout)
+                text = out.read_text(errors="replace")
+                outcome = _outcome(proc.returncode, text)
                 results[name].append((outcome, seconds))
                 if outcome != "passed":
                     args.logs.mkdir(parents=True, exist_ok=True)
-                    (args.logs / f"{name}-{run}.log").write_text(done.stdout + done.stderr)
+                    (args.logs / out.name).write_text(text)
                 print(f"run {run}/{args.runs} {name}: {outcome} in {seconds:.0f} s", file=sys.stderr, flush=True)
     except KeyboardInterrupt:
         print("stopped early: the table shows the runs that completed", file=sys.stderr)
+        for _run, _name, _t0, proc, _out in running:
+            proc.terminate()
+            proc.wait()
     finally:
         subprocess.run(["bash", "scripts/kafka.sh", "stop", str(broker_dir)], cwd=ROOT, capture_output=True)
 
@@ -125,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Python {platform.python_version()}; {time.monotonic() - begun:.0f} s in all"
     )
     only = "".join(f" --scenario {n}" for n in args.scenario or ())
-    print(f"command: python bench/chaos.py --runs {args.runs}{only}")
+    print(f"command: python bench/chaos.py --runs {args.runs} --parallel {args.parallel}{only}")
     print()
     print("| scenario | runs | passed | xfailed | failed | median s |")
     print("|---|---|---|---|---|---|")
