@@ -371,6 +371,74 @@ def test_a_dry_run_tortoise_gets_its_status_and_kubectl_get_shows_mode_and_phase
     assert rows[1][:3] == ["web", "Off", "Working"]
 
 
+def test_an_applied_tortoise_decision_sets_its_conditions_and_a_failed_one_says_failed_to_reconcile(
+    setup: dict[str, Any], kube_namespace: str
+) -> None:
+    """Tortoise ``Auto``: an applied vertical change is ``VerticalRecommendationUpdated=True`` with
+    upstream's reason and message; a decision the API refuses adds ``FailedToReconcile=True`` with
+    the error, and the next applied one turns it ``False``."""
+    admin, ns = setup["admin"], kube_namespace
+    create(admin, DEPLOYMENTS, ns, deployment("web"))
+    create(admin, TORTOISE, ns, tortoise("web", "Auto"))
+    applier, reporter = make(setup["api"])
+    policy = {"kind": "Tortoise", "name": "web", "mode": "Auto"}
+
+    def decision(memory_to: str, tick: float) -> dict[str, Any]:
+        return event(
+            DECISION,
+            ns,
+            "web",
+            tick=tick,
+            policy=policy,
+            containers={"app": {"requests": {"memory": {"from": "200M", "to": memory_to}}}},
+            reasons=["tortoise: phase Working"],
+            inputs={"replicas": 2, "phase": "Working", "recommended_replicas": {"min": 3, "max": 12}},
+        )
+
+    result = apply(applier, decision("300M", TICK))
+    assert result["type"] == APPLIED, result["data"].get("error")
+    reporter.flush()
+    status = read(admin, TORTOISE, ns, "web")["status"]
+    when = rfc3339(TICK)
+    assert status["tortoisePhase"] == "Working"
+    assert status["recommendations"]["vertical"] == {
+        "containerResourceRecommendation": [{"containerName": "app", "RecommendedResource": {"memory": "300M"}}]
+    }
+    assert status["conditions"]["tortoiseConditions"] == [
+        {
+            "type": "VerticalRecommendationUpdated",
+            "status": "True",
+            "reason": "VerticalRecommendationUpdated",
+            "message": "The recommendation is provided",
+            "lastUpdateTime": when,
+            "lastTransitionTime": when,
+        }
+    ]
+    assert read(admin, DEPLOYMENTS, ns, "web")["spec"]["template"]["spec"]["containers"][0]["resources"][
+        "requests"
+    ] == {"cpu": "100m", "memory": "300M"}
+
+    # The API refuses the next one (a request the container's limit is below): FailedToReconcile.
+    later = TICK + 15
+    bad = decision("2G", later)
+    failed = apply(applier, bad)
+    assert failed["type"] == APPLY_FAILED, failed
+    reporter.flush()
+    conditions = {c["type"]: c for c in read(admin, TORTOISE, ns, "web")["status"]["conditions"]["tortoiseConditions"]}
+    assert conditions["FailedToReconcile"]["status"] == "True"
+    assert conditions["FailedToReconcile"]["reason"] == "ApplyFailed"
+    assert conditions["FailedToReconcile"]["message"] == failed["data"]["error"]
+
+    ok = apply(applier, decision("350M", later + 15))
+    assert ok["type"] == APPLIED, ok["data"].get("error")
+    reporter.flush()
+    conditions = {c["type"]: c for c in read(admin, TORTOISE, ns, "web")["status"]["conditions"]["tortoiseConditions"]}
+    assert conditions["FailedToReconcile"]["status"] == "False"
+    # an unchanged condition is not stamped again (edge/status.py: no write when nothing changed)
+    assert conditions["VerticalRecommendationUpdated"]["lastUpdateTime"] == when
+    assert conditions["FailedToReconcile"]["lastTransitionTime"] == rfc3339(later + 15)
+
+
 # --- CustomHpa ----------------------------------------------------------------------------------
 
 
