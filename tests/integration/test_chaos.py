@@ -80,7 +80,10 @@ class Broker:
             # The restarted broker needs its old port, and a client reconnecting to it can hold it
             # for a moment (on loopback, a connect whose ephemeral port is the broker's own port
             # connects to itself): what an operator does, try again.
-            holders = subprocess.run(["ss", "-tanp"], capture_output=True, text=True, check=False).stdout
+            try:
+                holders = subprocess.run(["ss", "-tanp"], capture_output=True, text=True, check=False).stdout
+            except OSError:  # no iproute2 on this machine: no diagnosis, still try again
+                holders = ""
             port = self.bootstrap.rsplit(":", 1)[-1]
             print(f"broker port {port} taken:", *[ln for ln in holders.splitlines() if f":{port}" in ln], sep="\n")
             time.sleep(1)
