@@ -99,15 +99,15 @@ def recompute(t: Tick, has_h: bool) -> str | None:
     """Resource phases -> overall phase; Horizontal work needs the period and a full history."""
     covered = t.hist.covered(t.now, t.st.period) if has_h else True
     if not covered:
-        for p, kind in t.policies.items():
-            key = pair_key(p)
+        for pair, kind in t.policies.items():
+            key = pair_key(pair)
             if kind == "Horizontal" and t.rphases[key][0] == "Working":
                 t.rphases[key] = ["GatheringData", t.now]
     gathering = working = False
-    for key, (p, since) in t.rphases.items():
-        if p == "Off":
+    for key, (phase, since) in t.rphases.items():
+        if phase == "Off":
             continue
-        if p == "Working":
+        if phase == "Working":
             working = True
             continue
         horizontal = t.policies.get(split_key(key)) == "Horizontal"
