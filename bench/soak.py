@@ -2,7 +2,7 @@
 """Soak: a fleet's worth of input through two ``tandem worker`` processes, with a forced rebalance.
 
     python bench/soak.py [--broker HOST:PORT] [--workloads 2000] [--pods 10] [--hours 2]
-                         [--partitions 8] [--store memory://|rocksdb://] [--keep]
+                         [--partitions 8] [--store memory://|rocksdb://] [--workers 2|1] [--keep]
 
 Why a benchmark and not a test: what it measures (decisions per second, the largest consumer lag,
 each worker's memory over the run) depends on the machine, and "memory is flat after warm-up" is a
@@ -152,6 +152,14 @@ def main() -> int:
     p.add_argument("--store", default="memory://")
     p.add_argument("--timeout", type=float, default=7200.0, help="give up after this many seconds")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    p.add_argument(
+        "--workers",
+        type=int,
+        choices=(1, 2),
+        default=2,
+        help="2 (default): two workers and a forced rebalance; 1: one worker, no rebalance, and the "
+        "fleet it keeps up with at the collector's cadence (its capacity)",
+    )
     args = p.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="tandem-soak-"))
@@ -207,7 +215,7 @@ def main() -> int:
             "TANDEM_LOGLEVEL": "info",
             "TANDEM_STANDBY_REPLICAS": "0",
         }
-        workers = [Worker("a", wenv, tmp), Worker("b", wenv, tmp)]
+        workers = [Worker("a", wenv, tmp), Worker("b", wenv, tmp)][: args.workers]
         for w in workers:
             w.start()
         start = time.monotonic()
@@ -223,12 +231,12 @@ def main() -> int:
                 continue
             audit = asyncio.run(topic_size(broker, prefix + "audit", args.partitions))
             now = time.monotonic() - start
-            samples.append((now, lag, audit, workers[0].rss(), workers[1].rss()))
+            samples.append((now, lag, audit, workers[0].rss(), workers[-1].rss() if len(workers) > 1 else None))
             if first_progress is None and lag < total:
                 first_progress = now
             if lag == 0:
                 break
-            if not restarted and lag <= total / 2:
+            if not restarted and len(workers) > 1 and lag <= total / 2:
                 print(f"{now:.0f} s: half the input committed: restarting worker b (rebalance)")
                 workers[1].stop()
                 workers[1].start()
@@ -243,8 +251,19 @@ def main() -> int:
         end = samples[-1][0]
         decisions = samples[-1][2]
         span = end - (first_progress or 0.0)
+        if span <= 0:  # all committed between two samples (a tiny input): count from the start
+            span = end
         print(f"done in {end:.0f} s ({span:.0f} s from the first committed input)")
         print(f"input: {total / span:,.0f} messages/s; audit events: {decisions} ({decisions / span:,.1f}/s)")
+        if len(workers) == 1:
+            # A worker keeps up with a live fleet as long as it reads faster than the fleet writes:
+            # at the collector's cadence each workload writes this many messages per CADENCE s.
+            per_workload = total / (args.workloads * args.hours * 3600.0 / CADENCE)
+            capacity = (total / span) * CADENCE / per_workload
+            print(
+                f"capacity: one worker reads {total / span:,.0f} messages/s; at {per_workload:.2f} messages per "
+                f"workload per {CADENCE:g} s that is {capacity:,.0f} workloads kept up with"
+            )
         # The input is published before the workers start: the lag is the backlog, largest at the start.
         print(f"largest lag: {max(s[1] for s in samples)} messages (the whole input, published beforehand)")
         print("| input committed | t (s) | lag | worker a RSS (MiB) | worker b RSS (MiB) |")
