@@ -576,7 +576,13 @@ def test_one_worker_of_two_killed_while_input_arrives_the_other_takes_over_losin
     events, policy_docs = generated_stream(names, 60)
     stream, policies = write_stream(tmp_path, events, policy_docs)
     expected = audit_of(replay(tmp_path, stream, policies))
-    half = T0 + 30 * 5.0
+    # The second half starts right after a tick (T0 + 150 s is one; its events are in the first
+    # half): the first half ends with a complete tick window, so the idle flush that may run in the
+    # quiet spell between the halves decides exactly what replay decides.  Split one step earlier,
+    # the quiet spell falls inside tick T0 + 150's window and, when it outlasts --idle-flush, that
+    # tick is decided before the rest of its window arrives (docs/worker.md, "Idle flush"): 2 of
+    # 15 runs of bench/chaos.py did that (ticks 550 and 565 differed).
+    half = T0 + 31 * 5.0
     (tmp_path / "first").mkdir()
     (tmp_path / "second").mkdir()
     first, _ = write_stream(tmp_path / "first", [e for e in events if e["ts"] < half], [])
