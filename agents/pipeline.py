@@ -36,7 +36,6 @@ table after every rebalance once Faust has recovered it.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import os
@@ -46,7 +45,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import orjson
 from aiokafka.structs import TopicPartition
 from faust.types import TP
 
@@ -66,10 +64,11 @@ from scaling.cloudevents import BLOCKED, DECISION
 from scaling.errors import InvalidEvent
 from scaling.events import decode_event
 from schemas.codec import encode, loads
+from streams.deadletter import deadletter_record
 from streams.merge import KINDS, Merger, Output, Rejected, Slot, check_routing, tombstone
 from streams.topics import TOPIC_OF_TYPE, actuator_topic, topic_name
 
-__all__ = ["Pipeline", "deadletter_record", "install"]
+__all__ = ["Pipeline", "install"]
 
 #: Audit event types an applier only reports (policy status, Events), never applies; a dry-run
 #: decision is one too (its ``dry_run`` flag says so).
@@ -91,28 +90,6 @@ _OWN = frozenset({"hpa", "vpa"})
 MAX_SLOT_BYTES = 16 * 1024 * 1024
 #: How often the timer looks for releasable inboxes and idle partitions (seconds).
 TIMER_INTERVAL = 0.25
-
-
-def deadletter_record(
-    topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None, error: str
-) -> bytes:
-    """The dead-letter value: where the message was, its original bytes, and why it was refused.
-
-    ``key`` and ``value`` are UTF-8 text when they decode as such, else base64 with
-    ``key_base64``/``value_base64`` set to true.
-    """
-    record: dict[str, Any] = {"topic": topic, "partition": partition, "offset": offset}
-    for name, data in (("key", key), ("value", value)):
-        if data is None:
-            record[name] = None
-            continue
-        try:
-            record[name] = data.decode("utf-8")
-        except UnicodeDecodeError:
-            record[name] = base64.b64encode(data).decode("ascii")
-            record[f"{name}_base64"] = True
-    record["error"] = error
-    return orjson.dumps(record)
 
 
 class _PartitionEvent:

@@ -81,6 +81,7 @@ from edge.translate import Collector, Refusal
 from ops.errors import describe
 from ops.retry import start_retrying
 from schemas.codec import encode
+from streams.deadletter import deadletter_record
 from streams.topics import TOPIC_OF_TYPE, ensure_topics, topic_name
 
 __all__ = ["COLLECTOR_COMPONENT", "CollectorConfig", "deadletter_value", "run"]
@@ -155,20 +156,11 @@ def _watch_loop(
 
 
 def deadletter_value(refusal: Refusal, topic: str) -> bytes:
-    """The dead-letter record of a refused policy, in the worker's shape (``topic``, ``partition``,
-    ``offset``, ``key``, ``value``, ``error``): ``topic`` is the policies topic it would have gone
-    to, ``partition`` and ``offset`` are null (it never was on it), ``value`` the policy event's
-    JSON text, ``error`` the worker's text for it (``field 'policy.spec...': ...``)."""
-    return encode(
-        {
-            "topic": topic,
-            "partition": None,
-            "offset": None,
-            "key": refusal.key,
-            "value": encode(refusal.event).decode(),
-            "error": refusal.error,
-        }
-    )
+    """The dead-letter record of a refused policy, in the worker's shape
+    (:func:`streams.deadletter.deadletter_record`): ``topic`` is the policies topic it would have
+    gone to, ``partition`` and ``offset`` are null (it never was on it), ``value`` the policy
+    event's JSON text, ``error`` the worker's text for it (``field 'policy.spec...': ...``)."""
+    return deadletter_record(topic, None, None, refusal.key.encode(), encode(refusal.event), refusal.error)
 
 
 class _KafkaSink:
