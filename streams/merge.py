@@ -130,7 +130,7 @@ class PartitionClock:
         #: Processing time (monotonic) of the last input that may change a decision.
         self.last_arrival = now
         self.grace = grace
-        #: (arrival, ts) of the inputs that arrived within the last ``grace`` seconds, oldest first.
+        #: (arrival, largest ts) per arrival time within the last ``grace`` seconds, oldest first.
         self._recent: deque[tuple[float, float]] = deque()
         #: The largest ``ts`` of an input that arrived ``grace`` seconds ago or earlier.
         self.settled = -INF
@@ -149,7 +149,13 @@ class PartitionClock:
         if now is not None:
             self.last_arrival = now
             if ts is not None and self.grace > 0:
-                self._recent.append((now, ts))
+                recent = self._recent
+                # A batch's messages share one ``now``: one entry per arrival time, its largest ts.
+                if recent and recent[-1][0] == now:
+                    if ts > recent[-1][1]:
+                        recent[-1] = (now, ts)
+                else:
+                    recent.append((now, ts))
 
     def set_start(self, kind: str, offset: int | None) -> None:
         self.sources[kind].start_offset = offset
