@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.fixtures.kafka import KAFKA_SH, REPO_ROOT, wait_for
+from tests.fixtures.kafka import _run_kafka_sh, wait_for
 from tests.generated import generated_stream
 from tests.integration.test_worker_kafka import (
     Worker,
@@ -58,18 +58,8 @@ class Broker:
         self.state = state
         self.bootstrap = ""
 
-    def _sh(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "TANDEM_KAFKA_WATCH_PID": str(os.getpid())}
-        return subprocess.run(
-            ["bash", str(KAFKA_SH), *args, str(self.state)],
-            cwd=REPO_ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+    def _sh(self, command: str) -> subprocess.CompletedProcess[str]:
+        return _run_kafka_sh(command, str(self.state), timeout=180)
 
     def start(self) -> str:
         deadline = time.monotonic() + 60
@@ -144,6 +134,20 @@ def _every_decision(bootstrap: str, prefix: str, expected: list[dict[str, Any]])
         return False
 
 
+def _finish(broker: Broker, prefix: str, expected: list[dict[str, Any]], worker: Worker, when: str) -> None:
+    """Every decision on the audit topic, every input committed, and the same worker, still
+    alive, stopped cleanly."""
+    wait_for(
+        lambda: _every_decision(broker.bootstrap, prefix, expected),
+        300,
+        interval=0.5,
+        message=lambda: f"every decision {when} ({worker.text()[-3000:]})",
+    )
+    wait_caught_up(broker.bootstrap, prefix, timeout=120.0, workers=(worker,))
+    assert worker.alive(), worker.text()[-3000:]
+    assert worker.stop() == 0
+
+
 @pytest.mark.parametrize("fault", ["sigterm", "sigkill"])
 def test_the_broker_stopped_mid_stream_and_started_again_loses_nothing(
     broker: Broker, tmp_path: Path, fault: str
@@ -176,15 +180,7 @@ def test_the_broker_stopped_mid_stream_and_started_again_loses_nothing(
         if stall:
             assert "stalled" in worker.text(), worker.text()[-3000:]
         broker.start()
-        wait_for(
-            lambda: _every_decision(broker.bootstrap, prefix, expected),
-            300,
-            interval=0.5,
-            message=lambda: f"every decision after the broker came back ({worker.text()[-3000:]})",
-        )
-        wait_caught_up(broker.bootstrap, prefix, timeout=120.0, workers=(worker,))
-        assert worker.alive()
-        assert worker.stop() == 0
+        _finish(broker, prefix, expected, worker, "after the broker came back")
     _assert_no_tracebacks(worker)
     assert "skipped offsets" not in worker.text()
     _assert_audit_equals_replay(broker.bootstrap, prefix, expected)
@@ -231,13 +227,6 @@ def test_a_worker_started_before_the_broker_waits_for_it_unready_then_decides(br
         assert status == 503 and f"Kafka at {broker.bootstrap} not reachable" in body, (status, body)
 
         broker.start()
-        wait_for(
-            lambda: _every_decision(broker.bootstrap, prefix, expected),
-            300,
-            interval=0.5,
-            message=lambda: f"every decision once the broker is up ({worker.text()[-3000:]})",
-        )
-        wait_caught_up(broker.bootstrap, prefix, timeout=120.0, workers=(worker,))
-        assert worker.stop() == 0
+        _finish(broker, prefix, expected, worker, "once the broker is up")
     _assert_no_tracebacks(worker)
     _assert_audit_equals_replay(broker.bootstrap, prefix, expected)
