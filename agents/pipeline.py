@@ -58,7 +58,7 @@ from agents.fence import (
     faust_fetch_state,
     in_consumer_thread,
 )
-from agents.settings import WorkerSettings
+from agents.settings import MAX_SLOT_BYTES, STATE_TABLE, WorkerSettings
 from agents.stall import StallWatch
 from scaling.cloudevents import BLOCKED, DECISION
 from scaling.errors import InvalidEvent
@@ -68,7 +68,7 @@ from streams.deadletter import deadletter_record
 from streams.merge import KINDS, Merger, Output, Rejected, Slot, check_routing, tombstone
 from streams.topics import TOPIC_OF_TYPE, actuator_topic, topic_name
 
-__all__ = ["Pipeline", "install"]
+__all__ = ["MAX_SLOT_BYTES", "Pipeline", "install"]
 
 #: Audit event types an applier only reports (policy status, Events), never applies; a dry-run
 #: decision is one too (its ``dry_run`` flag says so).
@@ -86,8 +86,6 @@ log = logging.getLogger("tandem.worker")
 
 #: Input types that tandem also produces (its own recommendations, ``"source": "tandem"``).
 _OWN = frozenset({"hpa", "vpa"})
-#: Largest table record (slot) the worker writes; the changelog topic and producer allow it.
-MAX_SLOT_BYTES = 16 * 1024 * 1024
 #: How often the timer looks for releasable inboxes and idle partitions (seconds).
 TIMER_INTERVAL = 0.25
 
@@ -180,7 +178,7 @@ class Pipeline:
         self.table: ConfirmedTable = app.tables.add(
             ConfirmedTable(
                 app,
-                name="state",
+                name=STATE_TABLE,
                 beacon=app.tables.beacon,
                 partitions=settings.partitions,
                 key_type=bytes,  # bytes -> the "raw" codec

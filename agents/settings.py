@@ -28,8 +28,21 @@ from streams.settings import (
     positive_int,
 )
 from streams.signing import add_worker_signing_options, worker_signing
+from streams.topics import TopicSpec
 
-__all__ = ["WorkerSettings", "add_worker_options", "parse_worker_settings", "worker_settings"]
+__all__ = [
+    "MAX_SLOT_BYTES",
+    "STATE_TABLE",
+    "WorkerSettings",
+    "add_worker_options",
+    "parse_worker_settings",
+    "worker_settings",
+]
+
+#: The Faust table of workload slots (agents/pipeline.py); its changelog is ``<group id>-state-changelog``.
+STATE_TABLE = "state"
+#: Largest table record (slot) the worker writes; the changelog topic and producer allow it.
+MAX_SLOT_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -63,6 +76,20 @@ class WorkerSettings(KafkaSettings):
     @property
     def group_id(self) -> str:
         return self.app_id or f"{self.prefix}worker"
+
+    def state_changelog(self) -> TopicSpec:
+        """The state table's changelog topic as Faust names and configures it (compacted).
+
+        The worker creates it with its input topics, before Faust starts: left to Faust, it is
+        created as the app starts and a first table write could find it with 0 partitions in a
+        metadata answer that did not have it yet, which Faust takes for a mismatch and dies of
+        (``PartitionsMismatch``, found by bench/chaos.py, issue #18).
+        """
+        return TopicSpec(
+            "state-changelog",
+            f"{self.group_id}-{STATE_TABLE}-changelog",
+            {"cleanup.policy": "compact", "max.message.bytes": str(MAX_SLOT_BYTES)},
+        )
 
 
 def add_worker_options(p: argparse.ArgumentParser) -> None:

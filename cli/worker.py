@@ -87,7 +87,7 @@ async def _prepare_topics(
 
     async def attempt() -> TopicsReport | TopicMismatch:
         try:
-            return await ensure_topics(settings)
+            return await ensure_topics(settings, extra=[settings.state_changelog()])
         except TopicMismatch as exc:
             return exc
 

@@ -115,16 +115,21 @@ class TopicsReport:
     existing: list[str]
 
 
-async def ensure_topics(settings: KafkaSettings, *, timeout: float = 30.0, strict: bool = True) -> TopicsReport:
-    """Create the missing topics of section 2 and wait until every partition has a leader.
+async def ensure_topics(
+    settings: KafkaSettings, *, timeout: float = 30.0, strict: bool = True, extra: Sequence[TopicSpec] = ()
+) -> TopicsReport:
+    """Create the missing topics of section 2 (and ``extra``) and wait until every partition has a leader.
 
     An existing topic with another partition count raises :class:`TopicMismatch` when ``strict``
-    (the worker cannot run over it); its configuration is otherwise left alone.
+    (the worker cannot run over it); its configuration is otherwise left alone.  ``extra`` is for
+    topics a component owns beyond section 2, such as the worker's state changelog: created here
+    and waited for, so that no client ever sees it half-made (issue #18: a worker whose first
+    table write found its just-created changelog with 0 partitions).
     """
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
     from aiokafka.errors import TopicAlreadyExistsError, for_code
 
-    specs = topic_specs(settings.prefix, settings.retention_ms, settings.actuator_clusters)
+    specs = [*topic_specs(settings.prefix, settings.retention_ms, settings.actuator_clusters), *extra]
     wanted = {s.name: s for s in specs}
     admin = AIOKafkaAdminClient(**settings.client_kwargs(), request_timeout_ms=int(timeout * 1000))
     await admin.start()

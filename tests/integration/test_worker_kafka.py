@@ -760,3 +760,43 @@ def test_offsets_are_committed_only_after_the_state_is_in_the_changelog(kafka_br
     for e in read_events(kafka_broker, prefix + "audit"):
         first_seen.setdefault(e["id"], e)
     assert by_workload(first_seen.values()) == by_workload(expected)
+
+
+def test_worker_creates_its_state_changelog_with_its_inputs_before_faust_starts(kafka_broker: str) -> None:
+    """Left to Faust, the changelog was created as the app started, and a first table write could
+    read metadata without it (0 partitions), which Faust takes for a mismatch and dies of
+    (``PartitionsMismatch``, found by bench/chaos.py, issue #18).  The worker now makes it with
+    its input topics and waits for its leaders, as it does for theirs."""
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    from agents.settings import MAX_SLOT_BYTES, parse_worker_settings
+    from cli.worker import _prepare_topics
+
+    prefix = _prefix()
+    settings = parse_worker_settings(["--broker", kafka_broker, "--topic-prefix", prefix, "--partitions", "3"])
+    changelog = f"{prefix}worker-state-changelog"
+    assert settings.state_changelog().name == changelog
+
+    loop = asyncio.new_event_loop()
+    try:
+        report = loop.run_until_complete(_prepare_topics(settings, None, loop))
+    finally:
+        loop.close()
+    assert report is not None and not isinstance(report, Exception)
+    assert changelog in report.created
+
+    async def describe() -> tuple[list[Any], dict[str, str]]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka_broker)
+        await admin.start()
+        try:
+            topic = (await admin.describe_topics([changelog]))[0]
+            (response,) = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, changelog)])
+        finally:
+            await admin.close()
+        return topic["partitions"], {e[0]: e[1] for e in response.resources[0][4]}
+
+    partitions, configs = asyncio.run(describe())
+    assert sorted(p["partition"] for p in partitions) == [0, 1, 2]
+    assert all(p["leader"] >= 0 for p in partitions)
+    assert configs["cleanup.policy"] == "compact"
+    assert configs["max.message.bytes"] == str(MAX_SLOT_BYTES)
