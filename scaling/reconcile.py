@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from . import own
@@ -148,24 +149,23 @@ def _reconcile(state: WorkloadState, tick: float, settings: Settings) -> list[Em
     )
     memory = state.memory.setdefault(policy.kind, {})
     outcome = policy.decide(view, memory)
-    found = _event_data(ref, tick, policy, outcome, spec)
-    if found is None:
-        state.last_blocked = None
-        return emitted
-    type_, data = found
-    if type_ == BLOCKED:
+    changes = _changes(outcome, spec)
+    if changes is None:
+        if not outcome.blocked:
+            state.last_blocked = None
+            return emitted
         # A blocked change is reported when it starts or changes, not on every tick it persists.
         # Same targets blocked for the same reasons is no news, even if the wanted values moved.
-        fingerprint = event_id(
-            BLOCKED,
-            {"blocked": [[b["target"], b["reason"]] for b in data["blocked"]], "policy": data["policy"]},
+        fingerprint = _blocked_fingerprint(
+            policy.kind, policy.name, outcome.mode, tuple([(b.target, b.reason) for b in outcome.blocked])
         )
         if fingerprint == state.last_blocked:
-            return emitted  # no envelope built (sha256 id, time) for what is not written
+            return emitted  # nothing built (data, envelope) for what is not written
         state.last_blocked = fingerprint
+        data = _event_data(ref, tick, policy, outcome, None)
         return [*emitted, ("audit", cloudevent(BLOCKED, ref.cluster, ref.key, tick, data))]
     state.last_blocked = None
-    event = cloudevent(DECISION, ref.cluster, ref.key, tick, data)
+    event = cloudevent(DECISION, ref.cluster, ref.key, tick, _event_data(ref, tick, policy, outcome, changes))
     if not outcome.dry_run:
         state.assume_applied(tick, outcome.replicas, outcome.requests, outcome.limits)
         if "hpa" in event["data"]:
@@ -173,24 +173,34 @@ def _reconcile(state: WorkloadState, tick: float, settings: Settings) -> list[Em
     return [*emitted, ("audit", event)]
 
 
+@lru_cache(maxsize=1024)
+def _blocked_fingerprint(kind: str, name: str, mode: str, blocked: tuple[tuple[str, str], ...]) -> str:
+    """The id of what a blocked report says (its targets and reasons, the policy), remembered:
+    most ticks of a blocked change repeat the previous one's and are compared, not written."""
+    return event_id(
+        BLOCKED,
+        {"blocked": [[target, reason] for target, reason in blocked], "policy": _policy_block(kind, name, mode)},
+    )
+
+
+def _policy_block(kind: str, name: str, mode: str) -> dict[str, Any]:
+    return {"kind": kind, "name": name, "mode": mode}
+
+
 def _series_sample(key: tuple[str, str | None], value: float) -> SeriesSample:
     return SeriesSample(key[0], value, key[1])
 
 
-def _event_data(
-    ref: WorkloadRef, tick: float, policy: Policy, outcome: Outcome, spec: WorkloadEvent
-) -> tuple[str, dict[str, Any]] | None:
-    """The audit event's type and ``data`` for this outcome, or ``None`` when there is no news."""
-    data: dict[str, Any] = {
-        "workload": ref.as_dict(),
-        "tick": tick,
-        "policy": {"kind": policy.kind, "name": policy.name, "mode": outcome.mode},
-        "dry_run": outcome.dry_run,
-    }
-    changed = False
+#: What a decision changes: the ``replicas``, ``containers`` and ``hpa`` parts of its data.
+_Changes = tuple[dict[str, Any] | None, dict[str, Any], dict[str, Any]]
+
+
+def _changes(outcome: Outcome, spec: WorkloadEvent) -> _Changes | None:
+    """The changes ``outcome`` makes to ``spec``, in the decision's ``from``/``to`` form, or
+    ``None`` when it changes nothing (then only its blocked changes can be news)."""
+    replicas: dict[str, Any] | None = None
     if outcome.replicas is not None and outcome.replicas != spec.replicas:
-        data["replicas"] = {"from": spec.replicas, "to": outcome.replicas}
-        changed = True
+        replicas = {"from": spec.replicas, "to": outcome.replicas}
     containers: dict[str, Any] = {}
     for section, values in (("requests", outcome.requests), ("limits", outcome.limits)):
         for cname in sorted(values):
@@ -206,9 +216,6 @@ def _event_data(
                     "from": old.text if old is not None else None,
                     "to": format_quantity(res, new),
                 }
-    if containers:
-        data["containers"] = containers
-        changed = True
     hpa_changes: dict[str, Any] = {}
     for name, value in outcome.hpa.items():
         if name == "metrics":
@@ -221,12 +228,31 @@ def _event_data(
                 hpa_changes[name] = sub
         elif value[0] != value[1]:
             hpa_changes[name] = {"from": value[0], "to": value[1]}
-    if hpa_changes:
-        data["hpa"] = hpa_changes
-        changed = True
+    if replicas is None and not containers and not hpa_changes:
+        return None
+    return replicas, containers, hpa_changes
+
+
+def _event_data(
+    ref: WorkloadRef, tick: float, policy: Policy, outcome: Outcome, changes: _Changes | None
+) -> dict[str, Any]:
+    """The audit event's ``data``: a decision's (``changes`` from :func:`_changes`) or, without
+    changes, a blocked report's."""
+    data: dict[str, Any] = {
+        "workload": ref.as_dict(),
+        "tick": tick,
+        "policy": _policy_block(policy.kind, policy.name, outcome.mode),
+        "dry_run": outcome.dry_run,
+    }
+    if changes is not None:
+        replicas, containers, hpa_changes = changes
+        if replicas is not None:
+            data["replicas"] = replicas
+        if containers:
+            data["containers"] = containers
+        if hpa_changes:
+            data["hpa"] = hpa_changes
     data["blocked"] = [b.as_dict() for b in outcome.blocked]
     data["reasons"] = list(outcome.reasons)
     data["inputs"] = outcome.inputs
-    if not changed and not outcome.blocked:
-        return None
-    return (DECISION if changed else BLOCKED), data
+    return data
