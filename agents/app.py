@@ -19,7 +19,12 @@ from typing import Any
 
 from agents.settings import WorkerSettings
 
-__all__ = ["create_app"]
+__all__ = ["PRODUCER_BATCH_BYTES", "PRODUCER_BUFFER_MESSAGES", "create_app"]
+
+#: aiokafka's largest record batch (bytes); see create_app.
+PRODUCER_BATCH_BYTES = 512 * 1024
+#: Records in Faust's producer buffer before its conductor holds the streams back; see create_app.
+PRODUCER_BUFFER_MESSAGES = 20_000
 
 
 def create_app(settings: WorkerSettings, *, loop: Any = None, metrics: Any = None) -> Any:
@@ -57,6 +62,11 @@ def create_app(settings: WorkerSettings, *, loop: Any = None, metrics: Any = Non
         "broker_commit_interval": settings.commit_interval,
         "web_enabled": settings.web,
         "producer_max_request_size": MAX_SLOT_BYTES + 65536,
+        # A slot is a few KB, and aiokafka's default batch (16 KB) held one or two of them: each
+        # partition's next batch then waited for the last one's round trip, and a batch's thousand
+        # slot writes crawled out ("producer buffer full", the one-worker soak stall of issue #18).
+        # Below Kafka's default max.message.bytes (1 MB), which the output topics keep.
+        "producer_max_batch_size": PRODUCER_BATCH_BYTES,
     }
     if settings.web_port is not None:
         conf["web_port"] = settings.web_port
@@ -65,4 +75,9 @@ def create_app(settings: WorkerSettings, *, loop: Any = None, metrics: Any = Non
         conf["broker_credentials"] = credentials
     app = faust.App(settings.group_id, loop=loop, **conf)
     app.tandem_pipeline = install(app, settings, metrics)  # type: ignore[attr-defined]
+    # Faust's stream conductor waits, 0.1 s at a time, while more than ``max_messages`` (100)
+    # records sit in its producer buffer; every table write goes there, and one batch of input
+    # writes hundreds of slots.  The pipeline waits for its writes' acknowledgements anyway
+    # (ConfirmedTable.confirm), so that gate only slowed it down.
+    app.producer.buffer.max_messages = PRODUCER_BUFFER_MESSAGES
     return app

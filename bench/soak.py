@@ -114,6 +114,43 @@ async def topic_size(broker: str, topic: str, partitions: int) -> int:
         await consumer.stop()
 
 
+async def read_values(broker: str, topic: str, partitions: int) -> list[bytes]:
+    """Every value of ``topic`` up to its current end."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=broker, enable_auto_commit=False, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        end = await consumer.end_offsets(tps)
+        got: list[bytes] = []
+        while True:
+            positions = [await consumer.position(tp) for tp in tps]
+            if all(pos >= end[tp] for pos, tp in zip(positions, tps, strict=True)):
+                return got
+            for records in (await consumer.getmany(timeout_ms=200, max_records=20_000)).values():
+                got.extend(r.value for r in records if r.value is not None)
+    finally:
+        await consumer.stop()
+
+
+def compare_with_replay(values: list[bytes], expected: dict[str, bytes]) -> str | None:
+    """None when the audit topic holds exactly the replay's events (repeats byte-identical), else why not."""
+    seen: dict[str, bytes] = {}
+    for v in values:
+        event_id = orjson.loads(v)["id"]
+        if seen.setdefault(event_id, v) != v:
+            return f"event {event_id} repeated with other content"
+    missing = expected.keys() - seen.keys()
+    extra = seen.keys() - expected.keys()
+    differ = [i for i in expected.keys() & seen.keys() if orjson.loads(expected[i]) != orjson.loads(seen[i])]
+    if missing or extra or differ:
+        return f"{len(missing)} missing, {len(extra)} not in the replay, {len(differ)} with other content"
+    return None
+
+
 class Worker:
     """One ``tandem worker`` subprocess; its log goes to a file."""
 
@@ -142,6 +179,29 @@ class Worker:
         return rss_mib(self.proc.pid) if self.proc is not None and self.proc.poll() is None else None
 
 
+def check(broker: str, prefix: str, partitions: int, stream: Path, policies: list[str], tmp: Path) -> int:
+    """The audit topic against ``tandem replay`` (after the workers' last idle flush has landed)."""
+    out = tmp / "replay.jsonl"
+    subprocess.run(
+        [sys.executable, "-m", "cli.main", "replay", str(stream), *policies, "--out", str(out)],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    )
+    expected = {orjson.loads(line)["id"]: line for line in out.read_bytes().splitlines() if line}
+    deadline = time.monotonic() + 120.0
+    while True:
+        values = asyncio.run(read_values(broker, prefix + "audit", partitions))
+        why = compare_with_replay(values, expected)
+        if why is None:
+            print(f"check: the audit topic equals tandem replay ({len(expected)} events, {len(values)} records)")
+            return 0
+        if time.monotonic() > deadline:
+            print(f"check: the audit topic differs from tandem replay: {why}")
+            return 1
+        time.sleep(2.0)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--broker", help="use this broker (HOST:PORT) instead of starting one")
@@ -159,6 +219,11 @@ def main() -> int:
         default=2,
         help="2 (default): two workers and a forced rebalance; 1: one worker, no rebalance, and the "
         "fleet it keeps up with at the collector's cadence (its capacity)",
+    )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="at the end, compare the audit topic with tandem replay of the same input (same ids, same bytes)",
     )
     args = p.parse_args()
 
@@ -273,6 +338,8 @@ def main() -> int:
             a = f"{row[3]:.0f}" if row[3] is not None else "-"
             b = f"{row[4]:.0f}" if row[4] is not None else "-"
             print(f"| {share:.0%} | {row[0]:.0f} | {row[1]} | {a} | {b} |")
+        if args.check:
+            return check(broker, prefix, args.partitions, stream, policies, tmp)
         return 0
     finally:
         for w in workers:
