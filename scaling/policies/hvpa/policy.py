@@ -19,7 +19,6 @@ from .rules import (
     _ONE,
     _off,
     _round_kb,
-    _trunc_times,
     _within,
     min_change_threshold,
     scaled_limit,
@@ -86,7 +85,8 @@ class HvpaPolicy:
         current = view.spec.replicas
         last_scale: float | None = memory.get("last_scale_time")
         # HVPA 2.10: an OOM kill after the last scaling overrides scale-up stabilization.
-        override = any(last_scale is None or ts > last_scale for ts in view.oom.values())
+        oom = view.oom
+        override = bool(oom) and any(last_scale is None or ts > last_scale for ts in oom.values())
 
         hpa = view.hpa if s.hpa_deploy else None
         desired = hpa.desired_replicas if hpa is not None else current
@@ -117,7 +117,7 @@ class HvpaPolicy:
             # unconditionally"; otherwise the weights alone share the change (no HPA gate).
             limited = True
 
-        vpa_text, hpa_text = _weight_texts(weight, s.form)
+        vpa_text, hpa_text = _weight_texts(weight.numerator, weight.denominator, s.form)
         out.reasons.append(f"hvpa: vpaWeight {vpa_text} at {current} replicas (hpaWeight {hpa_text})")
         if override:
             out.reasons.append("hvpa: OOM kill since the last scaling overrides scale-up stabilization and minChange")
@@ -212,9 +212,12 @@ class HvpaPolicy:
         now = view.tick
         if override:
             limited = True
-            if weight == 0:
+            if weight.numerator == 0:
                 weight = Fraction(1, 100)  # HVPA PR #56-#62: weight 0 becomes 1 under the override
         seed_up_full = s.form == "seed" and current >= s.max_replicas
+        # The weight's integers, read once (``Fraction.numerator`` is a Python-level property).
+        w_num, w_den = weight.numerator, weight.denominator
+        weight_based = s.mode == "WeightBased"
         for cname in sorted(vpa.containers):
             if cname not in view.spec.containers:
                 continue  # containers in the recommendation but not in the pod are ignored
@@ -240,15 +243,13 @@ class HvpaPolicy:
                 lim_q = res_spec.limits.get(res)
                 req = req_q.milli if req_q else 0
                 lim = lim_q.milli if lim_q else 0
-                w = weight
-                if seed_up_full and target > req:
-                    w = _ONE
-                delta = self._weighted_delta(res, target, req, w)
                 if target == req:
                     continue
+                num, den = (1, 1) if seed_up_full and target > req else (w_num, w_den)  # w = _ONE
+                delta = _weighted_delta(res, target, req, num, den)
                 tgt = f"{cname}/{res}"
                 wanted = format_quantity(res, rec.target[res].milli)
-                if w == 0 and s.mode == "WeightBased":
+                if num == 0 and weight_based:
                     out.block(tgt, "Weight", wanted)
                     continue
                 if delta == 0:
@@ -301,17 +302,6 @@ class HvpaPolicy:
                     if new_lim is not None and new_lim != lim:
                         axis.limits.setdefault(cname, {})[res] = new_lim
         return axis
-
-    @staticmethod
-    def _weighted_delta(res: str, target: int, req: int, w: Fraction) -> int:
-        """trunc((target - current) × w): Go integer division toward zero (reference hvpa.md 2.5).
-
-        CPU works in millicores, memory in whole bytes (``Value()``), so memory is truncated at
-        the byte before it comes back as milli-bytes.
-        """
-        if res == "memory":
-            return _trunc_times(bytes_of(target) - bytes_of(req), w) * 1000
-        return _trunc_times(target - req, w)
 
     def _apply_mode(
         self, view: View, out: Outcome, current: int, desired: int, horizontal: _Axis, vertical: _Axis, vpa: Any
@@ -380,9 +370,25 @@ class HvpaPolicy:
         return False
 
 
+def _weighted_delta(res: str, target: int, req: int, num: int, den: int) -> int:
+    """trunc((target - current) × w), w = num/den: Go integer division toward zero (reference
+    hvpa.md 2.5), in integers as :func:`.rules._trunc_times` computes it.
+
+    CPU works in millicores, memory in whole bytes (``Value()``), so memory is truncated at
+    the byte before it comes back as milli-bytes.
+    """
+    if res == "memory":
+        n = (bytes_of(target) - bytes_of(req)) * num
+        return (n // den if n >= 0 else -(-n // den)) * 1000
+    n = (target - req) * num
+    return n // den if n >= 0 else -(-n // den)
+
+
 @lru_cache(maxsize=256)
-def _weight_texts(weight: Fraction, form: str) -> tuple[str, str]:
-    """The vpaWeight and hpaWeight as the reasons write them (a policy has a few weights)."""
+def _weight_texts(numerator: int, denominator: int, form: str) -> tuple[str, str]:
+    """The vpaWeight and hpaWeight as the reasons write them (a policy has a few weights);
+    remembered by the weight's integers (a ``Fraction`` hashes slowly)."""
+    weight = Fraction(numerator, denominator)
     return _fmt_weight(weight, form), _fmt_weight(1 - weight, form)
 
 
