@@ -99,7 +99,22 @@ def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> Non
     usage = state.recommender.setdefault("usage", {})
     feed = state.hpa_feed  # the own HPA's live inputs, kept in step when it runs (scaling.hpa_feed)
     ts = event.ts
-    for name, container, cores, memory, _ready, _oom in samples:
+    # What the VPA gets, gathered in the same pass for the common scrape of one container without
+    # an OOM kill (else regrouped below): its CPU batch and its (pod, bytes) memory samples.
+    first = samples[0].container
+    one_container = True
+    any_oom = False
+    cpus: list[float] = []
+    mems: list[tuple[str, int]] = []
+    for name, container, cores, memory, _ready, oom in samples:
+        if container != first:
+            one_container = False
+        if oom:
+            any_oom = True
+        if cores is not None:
+            cpus.append(cores)
+        if memory is not None:
+            mems.append((name, memory))
         pod = usage.get(name)
         if pod is None:
             pod = usage[name] = {}
@@ -126,9 +141,16 @@ def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> Non
                 feed.forget(name)
     cfg = settings.vpa_config
     states = _vpa_states(state)
-    first = samples[0].container
+    if one_container and not any_oom:
+        cs = states.get(first)
+        if cs is None:
+            cs = states[first] = vpa_rec.ContainerState()
+        if cpus:
+            cs.add_cpu_samples(ts, cpus, cfg)  # VPA: one batch per scrape (reference 2.3)
+        cs.add_memory_samples(ts, mems, cfg)
+        return
     by_container: Mapping[str, Sequence[ContainerSample]]
-    if all(s.container == first for s in samples):
+    if one_container:
         by_container = {first: samples}  # one container: no regrouping
     else:
         grouped: dict[str, list[ContainerSample]] = {}
