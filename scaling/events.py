@@ -483,7 +483,8 @@ def _decode_metric(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> Metri
     series: list[SeriesSample] = []
     batch = obj.get("samples")
     if batch is not None:
-        _only(obj, _BATCH)
+        if not obj.keys() <= _BATCH:
+            _only(obj, _BATCH)
         if not isinstance(batch, list):
             raise InvalidEvent("samples", f"expected a list, got {_show(batch)}")
         append = samples.append
@@ -583,7 +584,76 @@ def _maps(obj: Mapping[str, Any], name: str) -> tuple[Mapping[str, Any], ...] | 
     return tuple(raw)
 
 
+_MAX_COUNT = 1_000_000  # ``_int``'s default maximum
+_STATUSES = ("True", "False", "Unknown")
+
+
+def _plain_list(value: object) -> bool:
+    """A list of JSON objects (``None`` too): what ``_maps`` accepts as it is."""
+    if value is None:
+        return True
+    if type(value) is not list:
+        return False
+    return all(type(m) is dict for m in value)
+
+
+def _plain_conditions(value: object) -> bool:
+    """Conditions ``_conditions`` accepts as they are (``None`` too), checked without a call each."""
+    if value is None:
+        return True
+    if type(value) is not list:
+        return False
+    for c in value:
+        if type(c) is not dict or type(c.get("type")) is not str or c.get("status", "True") not in _STATUSES:
+            return False
+    return True
+
+
 def _decode_hpa(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> HpaEvent:
+    # The common event, checked inline (a cluster's HPA every sync period); anything else takes
+    # the field-by-field decoder below, which accepts the same events and names what is wrong.
+    desired = obj.get("desired_replicas")
+    current = obj.get("current_replicas")
+    min_r = obj.get("min_replicas")
+    max_r = obj.get("max_replicas")
+    conditions = obj.get("conditions")
+    metrics = obj.get("metrics")
+    current_metrics = obj.get("current_metrics")
+    behavior = obj.get("behavior")
+    name = obj.get("name")
+    source = obj.get("source")
+    if (
+        type(desired) is int
+        and 0 <= desired <= _MAX_COUNT
+        and (current is None or (type(current) is int and 0 <= current <= _MAX_COUNT))
+        and (min_r is None or (type(min_r) is int and 0 <= min_r <= _MAX_COUNT))
+        and (max_r is None or (type(max_r) is int and 0 <= max_r <= _MAX_COUNT))
+        and (min_r is None or max_r is None or min_r <= max_r)
+        and (name is None or (type(name) is str and name))
+        and (source is None or (type(source) is str and source))
+        and (behavior is None or type(behavior) is dict)
+        and _plain_conditions(conditions)
+        and _plain_list(metrics)
+        and _plain_list(current_metrics)
+    ):
+        return HpaEvent(
+            ts,
+            ref,
+            desired,
+            current,
+            min_r,
+            max_r,
+            tuple(conditions) if conditions else (),
+            None if metrics is None else tuple(metrics),
+            None if current_metrics is None else tuple(current_metrics),
+            behavior,
+            name,
+            source,
+        )
+    return _decode_hpa_fields(obj, ts, ref)
+
+
+def _decode_hpa_fields(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> HpaEvent:
     desired = _int(obj, "desired_replicas")
     assert desired is not None
     min_r = _int(obj, "min_replicas", required=False)
@@ -653,6 +723,20 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any], float, WorkloadRef], Event]] =
 
 def decode_event(obj: object) -> Event:
     """Decode one contract event from a JSON value, or raise :class:`InvalidEvent`."""
+    if type(obj) is dict:
+        # The common event, checked inline: a known type with known fields, a float time in
+        # range.  Anything else takes the checks below, which name what is wrong.
+        kind = obj.get("type")
+        if type(kind) is str:
+            fields = _EVENT_FIELDS.get(kind)
+            ts = obj.get("ts")
+            if fields is not None and obj.keys() <= fields and type(ts) is float and 0.0 <= ts <= _MAX_TS:
+                return _DECODERS[kind](obj, ts, decode_workload_ref(obj.get("workload")))
+    return _decode_event_checked(obj)
+
+
+def _decode_event_checked(obj: object) -> Event:
+    """:func:`decode_event` check by check, in the order the errors are reported."""
     if not isinstance(obj, Mapping):
         raise InvalidEvent("", f"an event must be a JSON object, got {_show(obj)}")
     kind = obj.get("type")

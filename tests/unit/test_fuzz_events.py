@@ -25,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
+from scaling import events
 from scaling.engine import Engine
 from scaling.errors import InvalidEvent
 from scaling.events import decode_event
@@ -124,6 +125,27 @@ def test_decode_event_on_python_values_raises_only_invalid_event(data: st.DataOb
     RUNS["event: decode_event on values"] += 1
     with contextlib.suppress(InvalidEvent):
         decode_event(doc)
+
+
+def _outcome(decoder: Any, doc: Any) -> Any:
+    try:
+        return ("event", repr(decoder(doc)))
+    except InvalidEvent as exc:
+        return ("invalid", str(exc))
+
+
+@FUZZ
+@given(data=st.data(), name=st.sampled_from(sorted(INPUTS)))
+def test_the_inline_fast_paths_decide_as_the_checked_decoder(data: st.DataObject, name: str) -> None:
+    # decode_event and the hpa decoder take the common event inline and hand the rest to the
+    # field-by-field checks: on any document both give the same event, or the same error.
+    doc = data.draw(mutated(INPUTS[name], pairs=False), label="mutated")
+    RUNS["event: fast path against checked decoder"] += 1
+    assert _outcome(decode_event, doc) == _outcome(events._decode_event_checked, doc)
+    if isinstance(doc, dict) and isinstance(doc.get("ts"), float):
+        ref = events.WorkloadRef("c", "n", "Deployment", "w")
+        fast = _outcome(lambda d: events._decode_hpa(d, doc["ts"], ref), doc)
+        assert fast == _outcome(lambda d: events._decode_hpa_fields(d, doc["ts"], ref), doc)
 
 
 def test_zz_the_fuzzers_ran() -> None:
