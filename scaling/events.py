@@ -437,6 +437,7 @@ def _usage(raw: Mapping[str, Any], name: str, *, cores: bool) -> float | None:
 
 
 _CPU_MAX_CORES = _CPU_MAX_MILLI / 1000
+_INF = math.inf
 _MEM_MAX_BYTES = _MEM_MAX_MILLI // 1000
 
 
@@ -512,6 +513,20 @@ def _decode_metric(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> Metri
                     and (oom is True or oom is False or oom is None)
                 ):
                     append(new(ContainerSample, (pod, container, cpu, mem, ready is not False, oom is True)))
+                    continue
+            elif type(raw) is dict and raw.keys() <= _SERIES_SAMPLE:
+                # A series sample, likewise: a name, a finite float, an optional pod.
+                name = raw.get("series")
+                value = raw.get("value")
+                pod = raw.get("pod")
+                if (
+                    type(name) is str
+                    and name
+                    and type(value) is float
+                    and -_INF < value < _INF
+                    and (pod is None or (type(pod) is str and pod))
+                ):
+                    series.append(SeriesSample(name, value, pod))
                     continue
             fast = _fast_sample(raw)
             if fast is not None:

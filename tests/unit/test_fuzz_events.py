@@ -19,6 +19,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -146,6 +147,10 @@ def test_the_inline_fast_paths_decide_as_the_checked_decoder(data: st.DataObject
         ref = events.WorkloadRef("c", "n", "Deployment", "w")
         fast = _outcome(lambda d: events._decode_hpa(d, doc["ts"], ref), doc)
         assert fast == _outcome(lambda d: events._decode_hpa_fields(d, doc["ts"], ref), doc)
+    if isinstance(doc, dict) and isinstance(doc.get("samples"), list):
+        # Samples that are not plain dicts skip the metric decoder's inline checks.
+        slow = dict(doc, samples=[MappingProxyType(x) if isinstance(x, dict) else x for x in doc["samples"]])
+        assert _outcome(decode_event, doc) == _outcome(decode_event, slow)
 
 
 def test_zz_the_fuzzers_ran() -> None:
