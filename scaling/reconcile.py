@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 from . import own
@@ -138,14 +139,9 @@ def _reconcile(state: WorkloadState, tick: float, settings: Settings) -> list[Em
         spec=spec,
         hpa=hpa,
         vpa=vpa,
-        series={k: (ts, _series_sample(k, v)) for k, (ts, v) in state.series.items()},
-        oom=dict(state.oom),
-        settings={
-            "sync_period": settings.sync_period,
-            "hpa": settings.hpa,
-            "vpa": settings.vpa,
-            "tortoise": settings.tortoise,
-        },
+        series={k: (ts, _series_sample(k, v)) for k, (ts, v) in state.series.items()} if state.series else _EMPTY,
+        oom=dict(state.oom) if state.oom else _EMPTY,
+        settings=_view_settings(settings),
     )
     memory = state.memory.setdefault(policy.kind, {})
     outcome = policy.decide(view, memory)
@@ -185,6 +181,23 @@ def _blocked_fingerprint(kind: str, name: str, mode: str, blocked: tuple[tuple[s
 
 def _policy_block(kind: str, name: str, mode: str) -> dict[str, Any]:
     return {"kind": kind, "name": name, "mode": mode}
+
+
+#: What a view holds for a workload without custom-metric samples or OOM kills (shared, read-only).
+_EMPTY: Mapping[Any, Any] = MappingProxyType({})
+#: The settings as views show them, for the last ``Settings`` asked (the one of the run): (it, them).
+_VIEW_SETTINGS: list[tuple[Settings, Mapping[str, Any]]] = []
+
+
+def _view_settings(settings: Settings) -> Mapping[str, Any]:
+    """The read-only settings mapping of every view of a run, built once per ``Settings``."""
+    if _VIEW_SETTINGS and _VIEW_SETTINGS[0][0] is settings:
+        return _VIEW_SETTINGS[0][1]
+    view = MappingProxyType(
+        {"sync_period": settings.sync_period, "hpa": settings.hpa, "vpa": settings.vpa, "tortoise": settings.tortoise}
+    )
+    _VIEW_SETTINGS[:] = [(settings, view)]
+    return view
 
 
 def _series_sample(key: tuple[str, str | None], value: float) -> SeriesSample:
