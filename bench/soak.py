@@ -2,7 +2,7 @@
 """Soak: a fleet's worth of input through two ``tandem worker`` processes, with a forced rebalance.
 
     python bench/soak.py [--broker HOST:PORT] [--workloads 2000] [--pods 10] [--hours 2]
-                         [--partitions 8] [--store memory://|rocksdb://] [--workers 2|1] [--keep]
+                         [--partitions 8] [--store memory://|rocksdb://] [--workers 2|1] [--check] [--keep]
 
 Why a benchmark and not a test: what it measures (decisions per second, the largest consumer lag,
 each worker's memory over the run) depends on the machine, and "memory is flat after warm-up" is a
@@ -21,6 +21,8 @@ reading of figures, not an assertion one run on a shared machine can make honest
    size, and each worker's RSS (``/proc/<pid>/status``).  Prints decisions per second (audit
    events over the span from the first to the last sample with progress), the largest lag, and
    each worker's RSS at 25/50/75/100 % of the input committed.
+6. With ``--check``, compares the audit topic with ``tandem replay`` of the same input once the
+   workers' last idle flush has landed: the same event ids, the same content, repeats identical.
 """
 
 from __future__ import annotations
