@@ -45,6 +45,17 @@ from streams.runner import Progress, ReplayStats, read_sorted
 __all__ = ["Demand", "Outcome", "derive_demand", "simulate", "table", "write_report"]
 
 GIB = 2**30
+_NONE: dict[str, int] = {}  # a container without requests or limits (read only)
+
+
+_POD_NAMES: list[str] = []
+
+
+def _pod_names(n: int) -> list[str]:
+    """``sim-0`` .. ``sim-{n-1}``: the simulated pods' names, written once, not per sample."""
+    while len(_POD_NAMES) < n:
+        _POD_NAMES.append(f"sim-{len(_POD_NAMES)}")
+    return _POD_NAMES[:n]
 
 
 @dataclass
@@ -220,7 +231,7 @@ def simulate_one(
             per_mem = int(mem / n)
             limit = sim.limits.get(c, {}).get("memory")
             oom = limit is not None and per_mem * 1000 > limit
-            samples.extend(ContainerSample(f"sim-{i}", c, per_cpu, per_mem, True, oom) for i in range(n))
+            samples.extend(ContainerSample(pod, c, per_cpu, per_mem, True, oom) for pod in _pod_names(n))
         feed({}, MetricEvent(ts, ref, tuple(samples)))
         if record is not None:  # the simulated stream, for the report (built only when asked)
             record.append(
@@ -261,10 +272,11 @@ def _accumulate(
     out.memory_gib_hours += n * sum(r.get("memory", 0) for r in requests.values()) / 1000 / GIB * hours
     over_req = over_lim = False
     for c, (cpu, mem) in totals.items():
-        per = {"cpu": cpu / n * 1000, "memory": mem / n * 1000}
-        for res, used in per.items():
-            req = requests.get(c, {}).get(res)
-            lim = limits.get(c, {}).get(res)
+        c_req = requests.get(c) or _NONE
+        c_lim = limits.get(c) or _NONE
+        for res, used in (("cpu", cpu / n * 1000), ("memory", mem / n * 1000)):
+            req = c_req.get(res)
+            lim = c_lim.get(res)
             over_req = over_req or (req is not None and used > req)
             over_lim = over_lim or (lim is not None and used > lim)
     out.hours_over_requests += hours if over_req else 0.0
