@@ -276,8 +276,11 @@ def own_vpa(
                 ("upper_bound", r.upper_bound),
                 ("uncapped_target", r.uncapped_target),
             ):
-                qs = q_parts[part] = {res: _own_qty(res, values[res]) for res in sorted(values)}
-                t_parts[part] = {res: q.text for res, q in qs.items()}
+                qs = q_parts[part] = {}
+                texts_of = t_parts[part] = {}
+                for res in sorted(values):  # loops, not comprehensions: a call each on Python 3.11
+                    q = qs[res] = _own_qty(res, values[res])
+                    texts_of[res] = q.text
             fresh[c] = q_parts
             texts[c] = t_parts
         raw = {
