@@ -21,6 +21,9 @@
    the audit/actuator events and writing the table's changelog.
 
 Prints the machine, the command, both figures in messages/s and samples/s, and their ratio.
+
+A backlog rate is not a fleet size: ``bench/capacity.py`` offers one worker a live fleet at the
+collector's 15 s cadence and reports the largest it keeps up with (issue #17).
 """
 
 from __future__ import annotations
