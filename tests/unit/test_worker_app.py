@@ -1,0 +1,40 @@
+"""The Faust app of ``tandem worker``: the producer settings its state writes depend on (issue #18)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agents.app import PRODUCER_BATCH_BYTES, PRODUCER_BUFFER_MESSAGES, create_app
+from agents.settings import MAX_SLOT_BYTES, parse_worker_settings
+
+
+def test_producer_batches_hold_many_slots_and_the_buffer_does_not_gate_each_batch_of_writes() -> None:
+    """With aiokafka's 16 KB batches a batch held one or two slots and Faust's conductor held the
+    streams whenever 100 records waited: a worker catching up on a backlog stalled on its own state
+    writes (the one-worker soak of docs/operating.md)."""
+    loop = asyncio.new_event_loop()
+    try:
+        settings = parse_worker_settings(["--store", "memory://", "--without-web"])
+        app = create_app(settings, loop=loop)
+        assert app.conf.producer_max_batch_size == PRODUCER_BATCH_BYTES == 512 * 1024
+        # below Kafka's default max.message.bytes (1 MB), which the output topics keep
+        assert PRODUCER_BATCH_BYTES < 1_048_588
+        assert app.conf.producer_max_request_size == MAX_SLOT_BYTES + 65536
+        assert app.producer.buffer.max_messages == PRODUCER_BUFFER_MESSAGES == 20_000
+    finally:
+        loop.close()
+
+
+def test_the_state_changelog_is_named_as_faust_names_it() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        settings = parse_worker_settings(["--store", "memory://", "--topic-prefix", "p.", "--partitions", "3"])
+        app = create_app(settings, loop=loop)
+        table = app.tandem_pipeline.table
+        assert table.changelog_topic.get_topic_name() == settings.state_changelog().name == "p.worker-state-changelog"
+        assert settings.state_changelog().configs == {
+            "cleanup.policy": "compact",
+            "max.message.bytes": str(MAX_SLOT_BYTES),
+        }
+    finally:
+        loop.close()
