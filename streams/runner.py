@@ -235,9 +235,12 @@ def run(
     as ``FILE:LINE: why`` and counted in ``stats.rejected``, or raises :class:`StrictError` when
     ``strict``; ``each`` is called with every event the engine took, after it took it.
     """
+    process = engine.process
     for i, (_, _, (path, lineno, raw), event) in enumerate(events):
         try:
-            sink(engine.process(raw, event))
+            out = process(raw, event)
+            if out:  # most events emit nothing: the sink is called with what there is
+                sink(out)
         except InvalidEvent as exc:
             if stats is not None:
                 stats.rejected += 1
