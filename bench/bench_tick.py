@@ -21,7 +21,13 @@ them over):
 * ``recorded``: the same HVPA workload fed recorded recommendations: per tick (15 s) one ``hpa``
   and one ``vpa`` event from the cluster, then the reconcile;
 * ``replay``: ``streams.replay.replay`` of the bundled example (``examples/stream.jsonl.gz`` with
-  ``examples/policies.yaml``), reading and decoding included: events per second.
+  ``examples/policies.yaml``), reading and decoding included: events per second;
+* ``fleet``: the same on a generated fleet (``bench/bench_pipeline.py``'s stream: 50 HVPA
+  workloads of 10 pods, 2 hours, one metric event a minute, an hpa event every 30 s, a vpa event
+  every 5 minutes), written once by the driver and replayed by both trees.
+
+For the two replay cases each child also times ``json.loads`` of the same lines (best of three),
+and the table's last lines give CPU per replayed event as a multiple of it (issue 17: at most 7).
 
 Prints the machine, the command and the table; figures go to ``docs/performance.md``.
 """
@@ -154,25 +160,52 @@ def case_recorded(tree: Path, ticks: int) -> dict[str, Any]:
 
 
 def case_replay(tree: Path, _ticks: int) -> dict[str, Any]:
+    return _replay_file(tree, tree / "examples" / "stream.jsonl.gz", tree / "examples" / "policies.yaml")
+
+
+def _replay_file(tree: Path, stream: Path, policy_file: Path) -> dict[str, Any]:
     from scaling.settings import Settings
-    from streams.inputs import load_manifests
+    from streams.inputs import iter_lines, load_manifests
     from streams.replay import replay
 
-    policies = load_manifests(str(tree / "examples" / "policies.yaml"))
+    policies = load_manifests(str(policy_file))
     out = io.BytesIO()
     start = time.process_time()
-    stats = replay(
-        [str(tree / "examples" / "stream.jsonl.gz")], out, settings=Settings(), policies=policies, err=io.StringIO()
-    )
+    stats = replay([str(stream)], out, settings=Settings(), policies=policies, err=io.StringIO())
     elapsed = time.process_time() - start
+    lines = [line for _, line in iter_lines(str(stream))]
+    loads = json.loads
+    start = time.process_time()
+    for line in lines:
+        loads(line)
+    json_s = time.process_time() - start
     return {
         "events_per_s": stats.read / elapsed,
         "events": stats.read,
+        "json_loads_us": json_s / len(lines) * 1e6,
         "digest": hashlib.sha256(out.getvalue()).hexdigest()[:16],
     }
 
 
-CASES = {"simulate": case_simulate, "recorded": case_recorded, "replay": case_replay}
+def case_fleet(tree: Path, _ticks: int) -> dict[str, Any]:
+    fleet = Path(os.environ["TANDEM_BENCH_FLEET"])
+    return _replay_file(tree, fleet / "stream.jsonl", fleet / "policies.yaml")
+
+
+def write_fleet(into: Path, workloads: int = 50, minutes: int = 120, pods: int = 10) -> None:
+    """The fleet stream and its policies (``bench_pipeline``'s generator), for the ``fleet`` case."""
+    import yaml
+
+    sys.path.insert(0, str(HERE.parent))
+    from bench_pipeline import generate, policy
+
+    into.mkdir(parents=True, exist_ok=True)
+    generate(into / "stream.jsonl", workloads, minutes, pods)
+    (into / "policies.yaml").write_text(yaml.safe_dump_all([policy(f"app-{w:03d}") for w in range(workloads)]))
+
+
+CASES = {"simulate": case_simulate, "recorded": case_recorded, "replay": case_replay, "fleet": case_fleet}
+REPLAYS = ("replay", "fleet")
 
 
 def child(case: str, tree: Path, ticks: int) -> None:
@@ -185,8 +218,11 @@ def child(case: str, tree: Path, ticks: int) -> None:
     # The best of three in one process: what is left of the noise is the machine's, not ours.
     runs = [CASES[case](tree, ticks) for _ in range(3)]
     assert len({r["digest"] for r in runs}) == 1, runs
-    key = "events_per_s" if case == "replay" else "us_per_tick"
-    print(json.dumps((max if case == "replay" else min)(runs, key=lambda r: r[key])))
+    key = "events_per_s" if case in REPLAYS else "us_per_tick"
+    best = (max if case in REPLAYS else min)(runs, key=lambda r: r[key])
+    if case in REPLAYS:
+        best["json_loads_us"] = min(r["json_loads_us"] for r in runs)
+    print(json.dumps(best))
 
 
 # --- the driver --------------------------------------------------------------------------------
@@ -233,7 +269,7 @@ def main() -> None:
     ap.add_argument("--new", help="git ref of the new tree (default: this working tree)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--ticks", type=int, default=1500, help="ticks per measurement (simulate, recorded)")
-    ap.add_argument("--cases", default="simulate,recorded,replay")
+    ap.add_argument("--cases", default="simulate,recorded,replay,fleet")
     ap.add_argument("--child", choices=sorted(CASES), help=argparse.SUPPRESS)
     ap.add_argument("--tree", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -251,6 +287,9 @@ def main() -> None:
         if args.new:
             new_tree = Path(tmp) / "new"
             new_commit = extract(args.new, new_tree)
+        if "fleet" in cases:
+            write_fleet(Path(tmp) / "fleet")
+            os.environ["TANDEM_BENCH_FLEET"] = str(Path(tmp) / "fleet")
         results: dict[str, dict[str, list[dict[str, Any]]]] = {c: {"old": [], "new": []} for c in cases}
         for r in range(args.rounds):
             for case in cases:
@@ -273,7 +312,7 @@ def main() -> None:
     for case in cases:
         old, new = results[case]["old"], results[case]["new"]
         same = all(o["digest"] == n["digest"] for o, n in zip(old, new, strict=True))
-        if case == "replay":
+        if case in REPLAYS:
             key, unit, fmt = "events_per_s", "events/s", "{:,.0f}"
         else:
             key, unit, fmt = "us_per_tick", "µs/tick", "{:.0f}"
@@ -284,6 +323,12 @@ def main() -> None:
             f"| {case} | {fmt.format(o_med)} {unit} | {fmt.format(n_med)} {unit} | {ratio:.2f} | "
             f"{'yes' if same else 'NO'} ({new[0]['digest']}) |"
         )
+    for case in (c for c in cases if c in REPLAYS):
+        # CPU per replayed event over json.loads per line, per child (same process, same moment).
+        old, new = results[case]["old"], results[case]["new"]
+        o_x = statistics.median(1e6 / o["events_per_s"] / o["json_loads_us"] for o in old)
+        n_x = statistics.median(1e6 / n["events_per_s"] / n["json_loads_us"] for n in new)
+        print(f"{case}: CPU per event = {o_x:.1f} (old) and {n_x:.1f} (new) x json.loads of its line (median)")
 
 
 if __name__ == "__main__":
