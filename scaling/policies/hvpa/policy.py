@@ -49,6 +49,8 @@ class HvpaPolicy:
         self.spec = spec
         self.name = spec.name
         self.workload = spec.workload
+        #: ``spec.container_policy`` per container name, as asked (the spec is frozen).
+        self._container_policies: dict[str, ContainerPolicy | None] = {}
 
     def bounds(self) -> Bounds:
         """minReplicas..maxReplicas and each container policy's minAllowed/maxAllowed."""
@@ -223,7 +225,11 @@ class HvpaPolicy:
                 continue  # containers in the recommendation but not in the pod are ignored
             rec = vpa.containers[cname]
             res_spec = view.spec.containers[cname]
-            cpol = s.container_policy(cname)
+            policies = self._container_policies
+            if cname in policies:
+                cpol = policies[cname]
+            else:
+                cpol = policies[cname] = s.container_policy(cname)
             if cpol is not None and cpol.mode == "Off":
                 continue
             requests_only = cpol is not None and cpol.controlled_values == "RequestsOnly"
@@ -254,6 +260,37 @@ class HvpaPolicy:
                     continue
                 if delta == 0:
                     continue
+                up = delta > 0
+                st = s.vpa_up if up else s.vpa_down
+                # The checks first: most ticks block here, and what they read is the weighted
+                # delta alone; the new request and limit are computed only for a change that passes.
+                if up:
+                    if not limited or st.mode == "Off":
+                        out.block(tgt, "UpdatePolicy", wanted)
+                        continue
+                    if not override and _within(last_scale, st.stabilization, now):
+                        out.block(tgt, "StabilizationWindow", wanted)
+                        continue
+                    if st.mode == "MaintenanceWindow" and (s.window is None or not s.window.contains(now)):
+                        out.block(tgt, "MaintenanceWindow", wanted)
+                        continue
+                    # the weighted delta, before kB rounding and capping (2.5)
+                    if not override and abs(delta) < min_change_threshold(st.min_change.get(res), req, res):
+                        out.block(tgt, "MinChange", wanted)
+                        continue
+                else:
+                    if st.mode == "Off":
+                        out.block(tgt, "UpdatePolicy", wanted)
+                        continue
+                    if _within(last_scale, st.stabilization, now):  # the override does not bypass this
+                        out.block(tgt, "StabilizationWindow", wanted)
+                        continue
+                    if st.mode == "MaintenanceWindow" and (s.window is None or not s.window.contains(now)):
+                        out.block(tgt, "MaintenanceWindow", wanted)
+                        continue
+                    if abs(delta) < min_change_threshold(st.min_change.get(res), req, res):
+                        out.block(tgt, "MinChange", wanted)
+                        continue
                 new_req = req + delta
                 if res == "memory":
                     new_req = _round_kb(new_req)
@@ -267,36 +304,6 @@ class HvpaPolicy:
                     new_req = cap
                 if cpol is not None:
                     new_req = min(max(new_req, cpol.min_allowed.get(res, 0)), cpol.max_allowed.get(res, new_req))
-                up = delta > 0
-                st = s.vpa_up if up else s.vpa_down
-                threshold = min_change_threshold(st.min_change.get(res), req, res)
-                mag = abs(delta)  # the weighted delta, before kB rounding and capping (2.5)
-                if up:
-                    if not limited or st.mode == "Off":
-                        out.block(tgt, "UpdatePolicy", wanted)
-                        continue
-                    if not override and _within(last_scale, st.stabilization, now):
-                        out.block(tgt, "StabilizationWindow", wanted)
-                        continue
-                    if st.mode == "MaintenanceWindow" and (s.window is None or not s.window.contains(now)):
-                        out.block(tgt, "MaintenanceWindow", wanted)
-                        continue
-                    if not override and mag < threshold:
-                        out.block(tgt, "MinChange", wanted)
-                        continue
-                else:
-                    if st.mode == "Off":
-                        out.block(tgt, "UpdatePolicy", wanted)
-                        continue
-                    if _within(last_scale, st.stabilization, now):  # the override does not bypass this
-                        out.block(tgt, "StabilizationWindow", wanted)
-                        continue
-                    if st.mode == "MaintenanceWindow" and (s.window is None or not s.window.contains(now)):
-                        out.block(tgt, "MaintenanceWindow", wanted)
-                        continue
-                    if mag < threshold:
-                        out.block(tgt, "MinChange", wanted)
-                        continue
                 if new_req != req:
                     axis.requests.setdefault(cname, {})[res] = new_req
                     if new_lim is not None and new_lim != lim:
