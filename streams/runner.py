@@ -235,12 +235,9 @@ def run(
     as ``FILE:LINE: why`` and counted in ``stats.rejected``, or raises :class:`StrictError` when
     ``strict``; ``each`` is called with every event the engine took, after it took it.
     """
-    process = engine.process
     for i, (_, _, (path, lineno, raw), event) in enumerate(events):
         try:
-            out = process(raw, event)
-            if out:  # most events emit nothing: the sink is called with what there is
-                sink(out)
+            sink(engine.process(raw, event))
         except InvalidEvent as exc:
             if stats is not None:
                 stats.rejected += 1
