@@ -54,15 +54,20 @@ def ingest(state: WorkloadState, event: Event, raw: Mapping[str, Any], settings:
             policy_obj = parse_policy(event.manifest, event.workload)
         except InvalidPolicy as exc:
             raise exc.within("policy") from None
-    out: list[Emitted] = []
-    if state.pending_tick is not None and event.ts > state.pending_tick:
-        out.extend(_reconcile(state, state.pending_tick, settings))
-        state.pending_tick = None
+    ts = event.ts
+    pending = state.pending_tick
+    out: list[Emitted]
+    if pending is not None and ts > pending:
+        out = _reconcile(state, pending, settings)  # a new list of its own
+        state.pending_tick = pending = None
+    else:
+        out = []
     _apply(state, event, raw, policy_obj, settings)
-    tick = tick_of(event.ts, settings.sync_period)
+    period = settings.sync_period
+    tick = float(math.ceil(ts / period) * period)  # tick_of, inline: once per event
     if state.last_tick is None or tick > state.last_tick:
-        state.pending_tick = tick if state.pending_tick is None else max(state.pending_tick, tick)
-    state.last_ts = event.ts if state.last_ts is None else max(state.last_ts, event.ts)
+        state.pending_tick = tick if pending is None else max(pending, tick)
+    state.last_ts = ts if state.last_ts is None else max(state.last_ts, ts)
     return out
 
 
