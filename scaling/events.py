@@ -206,6 +206,7 @@ Event = MetricEvent | WorkloadEvent | HpaEvent | VpaEvent | PolicyEvent
 _COMMON = frozenset({"type", "ts", "workload"})
 _REF_FIELDS = frozenset({"cluster", "namespace", "kind", "name"})
 _CONTAINER_SAMPLE = frozenset({"pod", "container", "cpu", "memory", "ready", "oom"})
+_USAGE_SAMPLE = frozenset({"pod", "container", "cpu", "memory"})
 _SERIES_SAMPLE = frozenset({"series", "value", "pod"})
 _EVENT_FIELDS: dict[str, frozenset[str]] = {
     "metric": _COMMON | {"samples"} | _CONTAINER_SAMPLE | _SERIES_SAMPLE,
@@ -494,6 +495,24 @@ def _decode_metric(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> Metri
         for i, raw in enumerate(batch):
             # _fast_sample, inline (the hot path of every decoder: a call per sample was a tenth
             # of decoding); whatever it does not accept takes the full decoder below.
+            if type(raw) is dict and raw.keys() == _USAGE_SAMPLE:
+                # The collector's sample, exactly these four fields: read by key, not by get().
+                pod = raw["pod"]
+                container = raw["container"]
+                cpu = raw["cpu"]
+                mem = raw["memory"]
+                if (
+                    type(pod) is str
+                    and pod
+                    and type(container) is str
+                    and container
+                    and type(cpu) is float
+                    and 0.0 <= cpu <= _CPU_MAX_CORES
+                    and type(mem) is int
+                    and 0 <= mem <= _MEM_MAX_BYTES
+                ):
+                    append(new(ContainerSample, (pod, container, cpu, mem, True, False)))
+                    continue
             if type(raw) is dict and raw.keys() <= known:
                 pod = raw.get("pod")
                 container = raw.get("container")

@@ -153,6 +153,40 @@ def test_the_inline_fast_paths_decide_as_the_checked_decoder(data: st.DataObject
         assert _outcome(decode_event, doc) == _outcome(decode_event, slow)
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("pod", ""),
+        ("pod", 7),
+        ("container", ""),
+        ("container", None),
+        ("cpu", -0.001),
+        ("cpu", 1e5 + 0.5),
+        ("cpu", float("nan")),
+        ("cpu", float("inf")),
+        ("cpu", 2),
+        ("cpu", True),
+        ("cpu", None),
+        ("cpu", "250m"),
+        ("memory", -1),
+        ("memory", 2**50 + 1),
+        ("memory", 2**50),
+        ("memory", 1.5),
+        ("memory", False),
+        ("memory", None),
+        ("memory", "1Gi"),
+    ],
+)
+def test_the_collectors_sample_shape_decides_as_the_checked_decoder(field: str, value: Any) -> None:
+    # A sample of exactly pod/container/cpu/memory is read by key on the metric decoder's fastest
+    # path; at and beyond every bound it must give what the full sample decoder gives.
+    sample = {"pod": "web-0", "container": "app", "cpu": 0.25, "memory": 300_000_000, field: value}
+    doc = {"type": "metric", "ts": 1_762_214_400.0, "workload": INPUTS["metric-batch"]["workload"]}
+    fast = dict(doc, samples=[sample])
+    slow = dict(doc, samples=[MappingProxyType(sample)])
+    assert _outcome(decode_event, fast) == _outcome(decode_event, slow)
+
+
 def test_zz_the_fuzzers_ran() -> None:
     """The counts above, so a report can quote them (pytest -s prints them)."""
     ran = {k: v for k, v in RUNS.items() if k.startswith("event:")}
