@@ -118,7 +118,6 @@ def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> Non
         pod = usage.get(name)
         if pod is None:
             pod = usage[name] = {}
-        prev = pod.get(container)
         cpu: int | None
         if cores is not None:
             # Cores to millicores rounded *up*, as ``Quantity.MilliValue()`` does for the HPA's
@@ -127,7 +126,13 @@ def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> Non
             cpu = round(v)
             if not abs(v - cpu) < 1e-6:
                 cpu = math.ceil(v)
-        else:
+            if memory is not None:
+                pod[container] = [ts, cpu, memory]  # the common sample: nothing kept from before
+                if feed is not None:
+                    feed.note(name, container, ts, cpu, memory)
+                continue
+        prev = pod.get(container)
+        if cores is None:
             cpu = prev[1] if prev else None
         mem = memory if memory is not None else (prev[2] if prev else None)
         pod[container] = [ts, cpu, mem]
