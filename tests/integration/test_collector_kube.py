@@ -368,9 +368,7 @@ def test_collected_events_round_trip_to_the_workers_decision_and_back_into_the_c
 
     def counted() -> dict[str, float]:
         return {
-            t: v
-            for t in EVENT_TYPES
-            if (v := r.metrics.registry.get_sample_value("tandem_events_total", {"type": t}))
+            t: v for t in EVENT_TYPES if (v := r.metrics.registry.get_sample_value("tandem_events_total", {"type": t}))
         }
 
     # Every event the broker acknowledged is counted once, by type.

@@ -17,9 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import cli.worker
 from tests.fixtures.kafka import wait_for
 
-WIRED = any(
-    hasattr(cli.worker, name) for name in ("add_metrics_options", "Metrics", "metrics", "metrics_from_args")
-)
+WIRED = any(hasattr(cli.worker, name) for name in ("add_metrics_options", "Metrics", "metrics", "metrics_from_args"))
 
 pytestmark = [pytest.mark.kafka, pytest.mark.skipif(not WIRED, reason="wired by the lead")]
 

@@ -35,6 +35,7 @@ def test_aiokafka_subclass_and_argument_free_errors() -> None:
     # Without arguments aiokafka's __str__ is the bare class name: no "X: X", no trailing colon.
     assert describe(KafkaTimeoutError()) == "KafkaTimeoutError"
 
+
 def test_broker_response_errors_keep_their_code_once() -> None:
     # BrokerResponseError.__str__ is "[Error <errno>] <ClassName>[: <message>]".
     assert str(TopicAuthorizationFailedError("topics a,b")) == "[Error 29] TopicAuthorizationFailedError: topics a,b"
