@@ -21,7 +21,9 @@ exactly-once mode is deliberately not used (see docs/worker.md).
 A timer releases what became releasable without new input (a partition caught up) and runs the
 *idle flush*: when every input topic-partition of a partition is caught up and nothing arrived for
 ``idle_flush`` seconds of processing time, each of its workloads with a pending tick is reconciled
-(``scaling.reconcile.flush``), as ``tandem replay`` does at the end of its input.  Processing time
+(``scaling.reconcile.flush``), as ``tandem replay`` does at the end of its input, once the wall
+clock has passed the tick by ``idle_flush`` seconds (live input may be quiet inside a tick's window;
+:meth:`streams.merge.Merger.flush_idle`).  Processing time
 only decides when this happens; what a decision says is pure event time.  An event that arrives
 later with ``ts <=`` an already reconciled tick is a late event: applied to the state, without a
 retroactive decision.
@@ -368,13 +370,14 @@ class Pipeline:
             if self.need_reload:
                 self._reload()
             now = time.monotonic()
+            wall = time.time()  # the idle flush's watermark: when a live tick may run, never what it decides
             idle_after = self.settings.idle_flush
             out = Output()
             per_partition: list[tuple[int, Output]] = []
             for p in sorted(self.assigned):
                 hw = self._highwaters(p)
                 part = self.merger.release(p, hw, now)
-                part.extend(self.merger.flush_idle(p, hw, now, idle_after))
+                part.extend(self.merger.flush_idle(p, hw, now, idle_after, wall))
                 if part:
                     out.extend(part)
                     per_partition.append((p, part))

@@ -37,7 +37,9 @@ sets the bound is never paused, so the bound keeps moving.
 Liveness: a caught-up topic-partition counts as ``+inf`` (after a short grace for what arrived
 just now: :class:`PartitionClock`).  When every input of partition ``p`` is
 caught up and nothing arrived for a while, :meth:`Merger.flush_idle` runs the pending tick of each
-workload of ``p`` (what ``tandem replay`` does when its input ends).  Processing time only decides
+workload of ``p`` (what ``tandem replay`` does when its input ends) whose time the worker's wall
+clock has passed by the idle time (live input can be quiet inside a tick's window).  Processing
+time and the wall clock only decide
 *when* that happens, never *what* a decision says: its content is pure event time.  The price is
 that an event arriving later with ``ts <=`` an already reconciled tick (a late event) is applied to
 the state without a retroactive decision, as the core does for any late event.
@@ -456,8 +458,25 @@ class Merger:
         waiting.difference_update(drained)
         return out
 
-    def flush_idle(self, partition: int, highwaters: Mapping[str, int | None], now: float, after: float) -> Output:
-        """Run the pending ticks of ``partition`` once it is caught up and idle (see the module doc)."""
+    def flush_idle(
+        self,
+        partition: int,
+        highwaters: Mapping[str, int | None],
+        now: float,
+        after: float,
+        wall: float | None = None,
+    ) -> Output:
+        """Run the pending ticks of ``partition`` once it is caught up and idle (see the module doc).
+
+        ``wall`` (the worker's wall clock, epoch seconds) is a watermark with an allowed lateness
+        of ``after``: a pending tick ``T`` runs only once ``wall >= T + after``.  Live input is
+        stamped with the collector's clock, so before that instant the rest of ``T``'s window may
+        still be on its way (a scrape every 5 s inside a 15 s tick is quiet for longer than the
+        idle flush waits), and flushing would decide ``T`` from part of its window, unlike replay.
+        A recorded stream's ticks are all in the past, so the gate never holds it back.  Like the
+        idle detector, the wall clock decides only *when* a tick runs, never *what* it decides.
+        ``None`` (tests, embedded drivers) flushes every pending tick.
+        """
         clock = self.clocks.get(partition)
         if clock is None or not clock.idle(now, highwaters, after):
             return Output()
@@ -465,12 +484,18 @@ class Merger:
         pending = self._pending.get(partition)
         if not pending:
             return out
+        held = []
         for key in sorted(pending):
             slot = self.slots[key]
+            tick = slot.state.pending_tick
+            if wall is not None and tick is not None and wall < tick + after:
+                held.append(key)
+                continue
             for kind, ev in flush(slot.state, self.settings):
                 out.emitted.append((key, kind, ev))
             self.dirty.add(key)
         pending.clear()
+        pending.update(held)
         return out
 
     def throttle(self, partition: int, highwaters: Mapping[str, int | None]) -> tuple[list[str], list[str]]:

@@ -520,3 +520,77 @@ def test_the_grace_holds_a_caught_up_topic_at_its_last_ts_then_lets_go() -> None
     clock.observe("metric", 1, 125.0, 20.0)
     clock.observe("metric", 2, 140.0, 21.5)
     assert clock.bound(hw | {"metric": 3}, 22.0) == 125.0  # settled: what arrived 2 s ago or earlier
+
+
+# ------------------------------------------------------------ live input: the idle flush's watermark
+
+
+def _run_live_clock_simulation(events: list[dict], policies: list[dict], *, gate: bool) -> list[dict[str, Any]]:
+    """A live collector: every record lands 50 ms after its own ``ts`` (one clock for both sides).
+
+    ``generated_stream`` scrapes every 5 s and the sync period is 15 s, so each tick's window is
+    quiet for 5 s between its scrapes, longer than the 2 s idle flush: a flush driven only by
+    processing time decides a tick from the first third of its window.  The worker's timer runs
+    every 0.25 s, as agents/pipeline.py's does, and passes the wall clock when ``gate``.
+    """
+    settings = Settings()
+    first = min(e["ts"] for e in events)
+    ordered = [policy_event(p, "default", first) for p in policies] + sorted(events, key=lambda e: e["ts"])
+    landing: dict[tuple[str, int], list[dict]] = defaultdict(list)
+    for raw in ordered:
+        landing[(raw["type"], 0)].append(raw)
+    merger = Merger(settings)
+    for kind in KINDS:
+        merger.clock(0, first).set_start(kind, 0)
+    position: dict[tuple[str, int], int] = defaultdict(int)
+    emitted: list[dict[str, Any]] = []
+    now = first
+    end = max(e["ts"] for e in events) + 10.0
+    while now < end:
+        now += 0.25
+        for tp, landed in landing.items():
+            while position[tp] < len(landed) and landed[position[tp]]["ts"] + 0.05 <= now:
+                raw = landed[position[tp]]
+                merger.offer(0, tp[0], position[tp], raw, decode_event(raw), now)
+                position[tp] += 1
+        hws = {kind: position[(kind, 0)] for kind in KINDS}
+        out = merger.release(0, hws, now)
+        out.extend(merger.flush_idle(0, hws, now, 2.0, now if gate else None))
+        assert not out.rejected
+        emitted.extend(ev for _, kind, ev in out.emitted if kind == "audit")
+    return emitted
+
+
+def test_live_ticks_wait_for_the_wall_clock_to_pass_their_window() -> None:
+    """A live stream quiet for 5 s inside each 15 s tick gives replay's decisions byte for byte,
+    because the idle flush of tick T waits for the wall clock to pass T + the idle time."""
+    events, policies = small_stream(n=120)
+    expected = _replay(events, policies)
+    assert _by_key(_run_live_clock_simulation(events, policies, gate=True)) == expected
+
+
+def test_without_the_watermark_a_quiet_spell_inside_a_window_decides_the_tick_early() -> None:
+    """Guard for the test above: flushing on processing time alone differs from replay here."""
+    events, policies = small_stream(n=120)
+    expected = _replay(events, policies)
+    assert _by_key(_run_live_clock_simulation(events, policies, gate=False)) != expected
+
+
+def test_a_pending_tick_before_its_watermark_stays_pending() -> None:
+    events, policies = small_stream(("web",), n=7)
+    tps = _topic_partitions(events, policies, 1)
+    merger = Merger(Settings())
+    for kind in KINDS:
+        merger.clock(0, 0.0).set_start(kind, 0)
+    hw = {kind: len(tps.get((kind, 0), [])) for kind in KINDS}
+    flat = sorted(((m["ts"], KINDS.index(k), i, k, m) for (k, _), ms in tps.items() for i, m in enumerate(ms)))
+    for _, _, offset, kind, raw in flat:
+        merger.offer(0, kind, offset, raw, decode_event(raw), 1.0)
+    merger.release(0, hw)
+    state = merger.slots["c1/shop/Deployment/web"].state
+    tick = state.pending_tick
+    assert tick is not None
+    assert not merger.flush_idle(0, hw, 3.0, 2.0, wall=tick + 1.9)  # inside the allowed lateness
+    assert state.pending_tick == tick and merger.has_pending(0)
+    assert merger.flush_idle(0, hw, 3.5, 2.0, wall=tick + 2.0)
+    assert state.pending_tick is None and not merger.has_pending(0)
