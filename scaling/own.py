@@ -31,7 +31,7 @@ from .recommend import vpa as vpa_rec
 from .settings import Settings
 from .state import WorkloadState
 
-__all__ = ["HpaTemplate", "VpaTemplate", "observe", "own_hpa", "own_vpa"]
+__all__ = ["HpaTemplate", "OwnVpa", "VpaTemplate", "observe", "own_hpa", "own_vpa"]
 
 #: Pods whose latest sample is older than this at a tick count as having no metric (the HPA's
 #: "missing" pods); metrics-server keeps one window of samples, tandem allows two scrape periods.
@@ -251,10 +251,38 @@ def own_hpa(
     return event, _changed(rec, "hpa_last", raw, ("desired_replicas", "conditions", "min_replicas", "max_replicas"))
 
 
+class OwnVpa:
+    """The own VPA's last recommendation as built, kept to build the next one with less work.
+
+    A cache, never serialised (``WorkloadState.vpa_own``): after a restore the recommendation is
+    read back from its published text (``recommender["vpa_last"]``) and the next run builds
+    everything again.  ``parts``: per container and part (``target``, ``lower_bound``, ...), the
+    amounts of the last run with the ``Qty`` and text mappings made from them; ``texts``: the
+    ``containers`` of the event published; ``event``: the ``VpaEvent`` built from them.
+    """
+
+    __slots__ = ("event", "parts", "texts")
+
+    def __init__(
+        self,
+        parts: dict[str, dict[str, tuple[Mapping[str, int], dict[str, Qty], dict[str, str]]]],
+        texts: dict[str, dict[str, dict[str, str]]],
+        event: VpaEvent,
+    ) -> None:
+        self.parts = parts
+        self.texts = texts
+        self.event = event
+
+
 def own_vpa(
     state: WorkloadState, policy: Policy, spec: WorkloadEvent, tick: float, settings: Settings
 ) -> tuple[VpaEvent | None, dict[str, Any] | None]:
-    """The VPA recommendation at this tick (recomputed once per ``recommender_interval``)."""
+    """The VPA recommendation at this tick (recomputed once per ``recommender_interval``).
+
+    A run formats only the parts whose amounts moved since the last run (the bounds move with
+    the confidence on every run, the target rarely): the others reuse the last run's ``Qty`` and
+    text mappings, which the published events then share (read only, as every emitted event is).
+    """
     tmpl = _wants_vpa(state, policy)
     if tmpl is None:
         return None, None
@@ -262,18 +290,21 @@ def own_vpa(
     cfg = settings.vpa_config
     last_run = rec.get("vpa_run")
     raw: dict[str, Any] | None = rec.get("vpa_last")
-    fresh: dict[str, dict[str, dict[str, Qty]]] | None = None
+    cached = state.vpa_own
     if last_run is None or tick - last_run >= cfg.recommender_interval or raw is None:
         rec["vpa_run"] = tick
         recs = vpa_rec.recommend(_vpa_states(state), tick, cfg, tmpl.policies)
         if not recs:
             return None, None
         # One pass: the quantities the policy reads and the texts published.
-        fresh = {}
+        before = cached.parts if cached is not None else {}
+        parts: dict[str, dict[str, tuple[Mapping[str, int], dict[str, Qty], dict[str, str]]]] = {}
         texts: dict[str, dict[str, dict[str, str]]] = {}
+        moved = cached is None or len(recs) != len(before)
         for c in sorted(recs):
             r = recs[c]
-            q_parts: dict[str, dict[str, Qty]] = {}
+            last = before.get(c)
+            kept = parts[c] = {}
             t_parts: dict[str, dict[str, str]] = {}
             for part, values in (
                 ("target", r.target),
@@ -281,12 +312,19 @@ def own_vpa(
                 ("upper_bound", r.upper_bound),
                 ("uncapped_target", r.uncapped_target),
             ):
-                qs = q_parts[part] = {}
-                texts_of = t_parts[part] = {}
+                prev = last.get(part) if last is not None else None
+                if prev is not None and prev[0] == values:
+                    kept[part] = prev
+                    t_parts[part] = prev[2]
+                    continue
+                moved = True
+                qs: dict[str, Qty] = {}
+                texts_of: dict[str, str] = {}
                 for res in sorted(values):  # loops, not comprehensions: a call each on Python 3.11
                     q = qs[res] = _own_qty(res, values[res])
                     texts_of[res] = q.text
-            fresh[c] = q_parts
+                kept[part] = (values, qs, texts_of)
+                t_parts[part] = texts_of
             texts[c] = t_parts
         raw = {
             "type": "vpa",
@@ -297,22 +335,30 @@ def own_vpa(
             "source": "tandem",
         }
         published = _changed(rec, "vpa_last", raw, ("containers",))
+        if moved or cached is None or texts != cached.texts:
+            containers = {
+                c: VpaRecommendation(p["target"][1], p["lower_bound"][1], p["upper_bound"][1], p["uncapped_target"][1])
+                for c, p in parts.items()
+            }
+            event = VpaEvent(tick, spec.workload, containers, tuple(raw["conditions"]), "tandem")
+            state.vpa_own = OwnVpa(parts, texts, event)
+            return event, published
+        cached.parts = parts
     else:
         published = None
     assert raw is not None
-    cached = state.vpa_own
-    if cached is not None and cached[0] == raw["containers"]:
+    if cached is not None and cached.texts == raw["containers"]:
         # between recommender runs, or when a run gives the same figures, the same recommendation
         # holds; only its time moves
-        return replace(cached[1], ts=tick), published
-    if fresh is None:  # the recommendation was restored with the state: read its text back
-        fresh = {
-            c: {part: {res: Qty.of(text) for res, text in values.items()} for part, values in r.items()}
-            for c, r in raw["containers"].items()
-        }
-    containers = {c: VpaRecommendation(**parts) for c, parts in fresh.items()}
+        return replace(cached.event, ts=tick), published
+    # The recommendation was restored with the state: read its text back.
+    containers = {}
+    for c, r in raw["containers"].items():
+        containers[c] = VpaRecommendation(
+            **{part: {res: Qty.of(text) for res, text in values.items()} for part, values in r.items()}
+        )
     event = VpaEvent(tick, spec.workload, containers, tuple(raw["conditions"]), "tandem")
-    state.vpa_own = (raw["containers"], event)
+    state.vpa_own = OwnVpa({}, raw["containers"], event)
     return event, published
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from .arithmetic import _RESOURCES, _amount, _scale
 from .config import VpaConfig
@@ -51,21 +52,6 @@ def _round_up(value: int, scale: int) -> int:
     return math.ceil(float(value) / float(scale)) * scale
 
 
-def _cap(values: dict[str, int], min_allowed: Mapping[str, int], max_allowed: Mapping[str, int]) -> dict[str, int]:
-    # VPA: utils/vpa/capping.go applyVPAPolicyForContainer: maybeCapToMin then maybeCapToMax,
-    # a missing or zero bound is no bound.
-    out: dict[str, int] = {}
-    for res, v in values.items():
-        lo = min_allowed.get(res, 0)
-        if lo and v < lo:
-            v = lo
-        hi = max_allowed.get(res, 0)
-        if hi and v > hi:
-            v = hi
-        out[res] = v
-    return out
-
-
 def recommend(
     containers: Mapping[str, ContainerState],
     now: float,
@@ -99,26 +85,15 @@ def recommend(
         active.append((name, state, policy))
     if not active:
         return {}
-
-    # VPA: logic/recommender.go GetRecommendedPodResources - the pod minimum is split evenly.
-    fraction = 1.0 / float(len(active))
-    min_cpu = _scale(_amount(cfg.pod_recommendation_min_cpu_millicores * 0.001 * 1000.0), fraction)
-    min_memory = _scale(_amount(cfg.pod_recommendation_min_memory_mb * 1024 * 1024), fraction)
-
-    global_max: dict[str, int] = {}
-    if cfg.container_recommendation_max_allowed_cpu is not None:
-        global_max["cpu"] = cfg.container_recommendation_max_allowed_cpu
-    if cfg.container_recommendation_max_allowed_memory is not None:
-        global_max["memory"] = cfg.container_recommendation_max_allowed_memory
-
+    minimum, global_max = _run_constants(cfg, len(active))
+    round_cpu = cfg.round_cpu_millicores
+    round_memory = cfg.round_memory_bytes
     out: dict[str, Recommendation] = {}
-    rounding = {"cpu": cfg.round_cpu_millicores, "memory": cfg.round_memory_bytes}
-    minimum = {"cpu": min_cpu, "memory": min_memory}
     for name, state, policy in active:
         target, lower, upper = _estimate(state, cfg, minimum)
         if policy is None:
             controlled: tuple[str, ...] = _RESOURCES
-            min_allowed: Mapping[str, int] = {}
+            min_allowed: Mapping[str, int] = _NO_BOUNDS
             max_allowed: Mapping[str, int] = global_max
         else:
             controlled = policy.controlled_resources
@@ -126,23 +101,64 @@ def recommend(
             # The policy's maxAllowed first, the global flags for the resources it leaves out.
             max_allowed = {**global_max, **policy.max_allowed} if global_max else policy.max_allowed
         # VPA: logic/recommender.go FilterControlledResources, then model/types.go
-        # ResourcesAsResourceList rounding (uncappedTarget is the same rounded target).
+        # ResourcesAsResourceList rounding (uncappedTarget is the same rounded target), then
+        # utils/vpa/capping.go applyVPAPolicyForContainer (``_cap``), in one pass per resource.
         t: dict[str, int] = {}
         lb: dict[str, int] = {}
         ub: dict[str, int] = {}
+        capped_t: dict[str, int] = {}
+        capped_lb: dict[str, int] = {}
+        capped_ub: dict[str, int] = {}
         for r in _RESOURCES:
-            if r in controlled:
-                scale = rounding[r]
-                t[r] = _round_up(target[r], scale)
-                lb[r] = _round_up(lower[r], scale)
-                ub[r] = _round_up(upper[r], scale)
-        out[name] = Recommendation(
-            target=_cap(t, min_allowed, max_allowed),
-            lower_bound=_cap(lb, min_allowed, max_allowed),
-            upper_bound=_cap(ub, min_allowed, max_allowed),
-            uncapped_target=t,
-        )
+            if r not in controlled:
+                continue
+            scale = round_cpu if r == "cpu" else round_memory
+            vt, vl, vu = target[r], lower[r], upper[r]
+            if scale != 1:
+                vt, vl, vu = _round_up(vt, scale), _round_up(vl, scale), _round_up(vu, scale)
+            t[r], lb[r], ub[r] = vt, vl, vu
+            # maybeCapToMin then maybeCapToMax; a missing or zero bound is no bound.
+            lo = min_allowed.get(r, 0)
+            hi = max_allowed.get(r, 0)
+            if lo:
+                vt, vl, vu = lo if vt < lo else vt, lo if vl < lo else vl, lo if vu < lo else vu
+            if hi:
+                vt, vl, vu = hi if vt > hi else vt, hi if vl > hi else vl, hi if vu > hi else vu
+            capped_t[r], capped_lb[r], capped_ub[r] = vt, vl, vu
+        out[name] = Recommendation(target=capped_t, lower_bound=capped_lb, upper_bound=capped_ub, uncapped_target=t)
     return out
+
+
+#: A policy without minAllowed (shared, read-only).
+_NO_BOUNDS: Mapping[str, int] = MappingProxyType({})
+#: :func:`_run_constants` of the configs seen lately: id -> (the config, containers, the constants).
+_CONSTANTS: dict[int, tuple[VpaConfig, int, dict[str, int], dict[str, int]]] = {}
+
+
+def _run_constants(cfg: VpaConfig, active: int) -> tuple[dict[str, int], dict[str, int]]:
+    """(the per-container minimum, the global maxAllowed caps) of a run over ``active`` containers.
+
+    VPA: logic/recommender.go GetRecommendedPodResources splits the pod minimum evenly over the
+    containers; routines/capping_post_processor.go caps with the global max flags.  Both depend
+    on the config (frozen) and the number of containers alone, so they are remembered per config
+    (the entry keeps it alive, so its ``id`` is not reused while it is here); the dicts are read only.
+    """
+    hit = _CONSTANTS.get(id(cfg))
+    if hit is not None and hit[0] is cfg and hit[1] == active:
+        return hit[2], hit[3]
+    fraction = 1.0 / float(active)
+    min_cpu = _scale(_amount(cfg.pod_recommendation_min_cpu_millicores * 0.001 * 1000.0), fraction)
+    min_memory = _scale(_amount(cfg.pod_recommendation_min_memory_mb * 1024 * 1024), fraction)
+    global_max: dict[str, int] = {}
+    if cfg.container_recommendation_max_allowed_cpu is not None:
+        global_max["cpu"] = cfg.container_recommendation_max_allowed_cpu
+    if cfg.container_recommendation_max_allowed_memory is not None:
+        global_max["memory"] = cfg.container_recommendation_max_allowed_memory
+    minimum = {"cpu": min_cpu, "memory": min_memory}
+    if len(_CONSTANTS) >= 64:
+        _CONSTANTS.clear()
+    _CONSTANTS[id(cfg)] = (cfg, active, minimum, global_max)
+    return minimum, global_max
 
 
 def cap_to_container_limits(
