@@ -14,7 +14,7 @@ the one state that is written to the changelog.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from .events import WorkloadEvent
@@ -35,20 +35,23 @@ class HpaFeed:
 
     * ``usage``: pod -> container -> ``{"cpu": millicores, "memory": bytes}`` (a resource without a
       sample is absent), pods and containers in the order of the usage table;
-    * ``stamps``: pod -> container -> time of that sample; ``latest``/``earliest``: per pod, the
-      newest and oldest of its containers' times (``latest`` is the HPA's ``sample_ts``);
+    * ``stamps``: pod -> container -> time of that sample; ``sample_ts`` reads, per pod, the newest
+      of its containers' times (the HPA's ``sample_ts``) from them when asked;
     * ``pods_version`` counts changes of the pod set, which the cached pod list is keyed on.
+
+    ``own.observe`` writes a sample that replaces both resources of an entry that has both in
+    place (``usage[pod][container]`` and ``stamps[pod][container]``, without a call); every other
+    change goes through :meth:`note`.
     """
 
-    __slots__ = ("_inputs", "_pods", "_requests", "earliest", "latest", "pods_version", "stamps", "usage")
+    __slots__ = ("_inputs", "_pods", "_requests", "pods_version", "sample_ts", "stamps", "usage")
 
     def __init__(self) -> None:
         self.usage: dict[str, dict[str, dict[str, int]]] = {}
         self.stamps: dict[str, dict[str, float]] = {}
-        self.latest: dict[str, float] = {}
-        self.earliest: dict[str, float] = {}
+        self.sample_ts: Mapping[str, float] = _Latest(self.stamps)
         self.pods_version = 0
-        self._pods: tuple[object, list[PodInfo]] | None = None
+        self._pods: tuple[object, tuple[PodInfo, ...]] | None = None
         self._requests: tuple[WorkloadEvent, dict[str, dict[str, int]]] | None = None
         self._inputs: MetricInputs | None = None
 
@@ -74,17 +77,11 @@ class HpaFeed:
             self.stamps[pod] = {}
             self.pods_version += 1
         containers[container] = values
-        stamps = self.stamps[pod]
-        stamps[container] = ts
-        if len(stamps) == 1:
-            self.latest[pod] = self.earliest[pod] = ts
-        else:
-            self.latest[pod] = max(stamps.values())
-            self.earliest[pod] = min(stamps.values())
+        self.stamps[pod][container] = ts
 
     def forget(self, pod: str) -> None:
         """The usage table dropped ``pod``."""
-        del self.usage[pod], self.stamps[pod], self.latest[pod], self.earliest[pod]
+        del self.usage[pod], self.stamps[pod]
         self.pods_version += 1
 
     def fresh(self, oldest: float) -> tuple[Mapping[str, Mapping[str, Mapping[str, int]]], Mapping[str, float]]:
@@ -93,23 +90,28 @@ class HpaFeed:
         When every sample is fresh these are the live mappings themselves (read them, do not keep
         them); else filtered copies, a pod kept with its fresh containers if it has any.
         """
-        if not self.earliest or min(self.earliest.values()) >= oldest:
-            return self.usage, self.latest
+        for stamps in self.stamps.values():
+            for ts in stamps.values():
+                if ts < oldest:
+                    return self._fresh_copy(oldest)
+        return self.usage, self.sample_ts
+
+    def _fresh_copy(self, oldest: float) -> tuple[dict[str, dict[str, dict[str, int]]], dict[str, float]]:
         usage: dict[str, dict[str, dict[str, int]]] = {}
         sample_ts: dict[str, float] = {}
         for pod, stamps in self.stamps.items():
-            if self.latest[pod] < oldest:
-                continue
             containers = self.usage[pod]
-            per_pod = usage[pod] = {}
+            per_pod: dict[str, dict[str, int]] | None = None
             latest: float | None = None
             for c, ts in stamps.items():
                 if ts < oldest:
                     continue
+                if per_pod is None:
+                    per_pod = usage[pod] = {}
                 per_pod[c] = containers[c]
                 latest = ts if latest is None or ts > latest else latest
-            assert latest is not None
-            sample_ts[pod] = latest
+            if latest is not None:
+                sample_ts[pod] = latest
         return usage, sample_ts
 
     def requests(self, spec: WorkloadEvent) -> dict[str, dict[str, int]]:
@@ -124,7 +126,7 @@ class HpaFeed:
         self._requests = (spec, requests)
         return requests
 
-    def pods(self, spec: WorkloadEvent, usage: Mapping[str, object]) -> list[PodInfo]:
+    def pods(self, spec: WorkloadEvent, usage: Mapping[str, object]) -> tuple[PodInfo, ...]:
         """The pods the HPA lists: from the spec's pod status, else every pod with a fresh sample."""
         if spec.pods is not None:
             key: object = spec.pods
@@ -135,11 +137,12 @@ class HpaFeed:
         cached = self._pods
         if cached is not None and (cached[0] is key or cached[0] == key):
             return cached[1]
+        # A tuple: immutable, so the recommender may remember what it derives from it (by identity).
         if spec.pods is not None:
-            pods = [PodInfo(p.name, p.ready, p.phase, p.started) for p in spec.pods]
+            pods = tuple([PodInfo(p.name, p.ready, p.phase, p.started) for p in spec.pods])
         else:
             # Without pod status in the stream every pod with samples counts as running, ready and old.
-            pods = [PodInfo(p, True, "Running", _LONG_AGO) for p in sorted(usage)]
+            pods = tuple([PodInfo(p, True, "Running", _LONG_AGO) for p in sorted(usage)])
         self._pods = (key, pods)
         return pods
 
@@ -162,3 +165,26 @@ class HpaFeed:
             return last
         self._inputs = MetricInputs(pod_usage=usage, container_requests=requests, series=series, sample_ts=sample_ts)
         return self._inputs
+
+
+class _Latest(Mapping[str, float]):
+    """Per pod, the newest of its containers' sample times, read from the stamps when asked.
+
+    The HPA reads a pod's sample time only for a pod inside its CPU initialization period
+    (``groupPods``), so it is not kept up to date per sample; this view is the same object on
+    every tick, which lets ``inputs`` hand the same ``MetricInputs`` back.
+    """
+
+    __slots__ = ("_stamps",)
+
+    def __init__(self, stamps: dict[str, dict[str, float]]) -> None:
+        self._stamps = stamps
+
+    def __getitem__(self, pod: str) -> float:
+        return max(self._stamps[pod].values())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._stamps)
+
+    def __len__(self) -> int:
+        return len(self._stamps)

@@ -98,6 +98,8 @@ def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> Non
         return
     usage = state.recommender.setdefault("usage", {})
     feed = state.hpa_feed  # the own HPA's live inputs, kept in step when it runs (scaling.hpa_feed)
+    if feed is not None:
+        feed_usage, feed_stamps = feed.usage, feed.stamps
     ts = event.ts
     # What the VPA gets, gathered in the same pass for the common scrape of one container without
     # an OOM kill (else regrouped below): its CPU batch and its (pod, bytes) memory samples.
@@ -129,7 +131,15 @@ def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> Non
             if memory is not None:
                 pod[container] = [ts, cpu, memory]  # the common sample: nothing kept from before
                 if feed is not None:
-                    feed.note(name, container, ts, cpu, memory)
+                    # The feed's entry in place when it holds both resources already (no call).
+                    hpa_pod = feed_usage.get(name)
+                    values = hpa_pod.get(container) if hpa_pod is not None else None
+                    if values is not None and len(values) == 2:
+                        values["cpu"] = cpu
+                        values["memory"] = memory
+                        feed_stamps[name][container] = ts
+                    else:
+                        feed.note(name, container, ts, cpu, memory)
                 continue
         prev = pod.get(container)
         if cores is None:

@@ -13,6 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hyp_settings
+from hypothesis import strategies as st
 
 from scaling.recommend.hpa import (
     Behavior,
@@ -974,3 +977,80 @@ def test_hpa_replicas_follow_the_daily_load_with_behavior() -> None:
     assert r[hms(21, 4, 45)] == 10
     assert r[hms(21, 7, 45)] == 4
     assert r[hms(23, 59, 45)] == 4
+
+
+# --- the plain-pods fast paths (replica_calculator._plain_pods) give the general path's results ---
+
+_pod = st.builds(
+    PodInfo,
+    st.sampled_from(["p0", "p1", "p2", "p3"]),
+    st.booleans(),
+    st.sampled_from(["Running", "Running", "Pending", "Failed", "Succeeded"]),
+    st.sampled_from([None, float("-inf"), float("nan"), NOW - 3600.0, NOW - 300.0, NOW - 299.0, NOW - 10.0]),
+    st.sampled_from([None, NOW - 3600.0, NOW - 20.0]),
+    st.booleans(),
+)
+
+
+@hyp_settings(max_examples=300, deadline=None)
+@given(
+    pods=st.lists(_pod, max_size=5),
+    usage=st.dictionaries(
+        st.sampled_from(["p0", "p1", "p2", "p3", "p9"]),
+        st.dictionaries(
+            st.sampled_from(["c1", "c2"]),
+            st.dictionaries(st.sampled_from(["cpu", "memory"]), st.integers(0, 5000), max_size=2),
+            min_size=1,
+            max_size=2,
+        ),
+        max_size=5,
+    ),
+    resource=st.sampled_from(["cpu", "memory"]),
+    container=st.sampled_from(["", "c1"]),
+    value_target=st.booleans(),
+    as_tuple=st.booleans(),
+    per_pod_requests=st.booleans(),
+)
+def test_plain_pod_fast_paths_match_the_general_path(
+    pods: list[PodInfo],
+    usage: dict[str, Any],
+    resource: str,
+    container: str,
+    value_target: bool,
+    as_tuple: bool,
+    per_pod_requests: bool,
+) -> None:
+    from scaling.recommend.hpa import replica_calculator
+
+    kind = "ContainerResource" if container else "Resource"
+    target = (
+        {"type": "AverageValue", "averageValue": "300m"}
+        if value_target
+        else {"type": "Utilization", "averageUtilization": 60}
+    )
+    field = {"name": resource, "target": target}
+    if container:
+        field["container"] = container
+    metrics = [{"type": kind, ("containerResource" if container else "resource"): field}]
+    requests = {"c1": {"cpu": 500, "memory": 1000}, "c2": {"cpu": 250, "memory": 2000}}
+    inputs = MetricInputs(
+        usage,
+        requests,
+        pod_requests={"p1": {"c1": {"cpu": 100, "memory": 100}}} if per_pod_requests else {},
+        sample_ts={p: NOW - 5.0 for p in usage},
+    )
+    seq: Sequence[PodInfo] = tuple(pods) if as_tuple else pods
+
+    def run() -> tuple[Any, ...]:
+        r, s = recommend(metrics, None, 1, 20, 4, 4, seq, inputs, HpaState(), NOW)
+        return (r.desired_replicas, r.conditions, r.per_metric, r.current_metrics, r.metric_replicas, s)
+
+    fast = run()
+    replica_calculator._PLAIN.clear()
+    plain = replica_calculator._plain_pods
+    replica_calculator._plain_pods = lambda _pods: None  # type: ignore[assignment]
+    try:
+        general = run()
+    finally:
+        replica_calculator._plain_pods = plain
+    assert general == fast

@@ -71,8 +71,49 @@ class _Groups:
     ignored: set[str]
 
 
+#: :func:`_plain_pods` of the pod tuples seen lately, by identity (the entry keeps the tuple
+#: alive, so its ``id`` is not reused while it is here).
+_PLAIN: dict[int, tuple[tuple[PodInfo, ...], tuple[frozenset[str], float | None] | None]] = {}
+
+
+def _plain_pods(pods: Sequence[PodInfo]) -> tuple[frozenset[str], float | None] | None:
+    """What ``groupPods`` needs to know of a pod list that every sample leaves unchanged.
+
+    ``(names, cpu_from)`` when the names are distinct and no pod is being deleted, Failed or
+    Pending (steps 1-2 put none aside), else ``None``; ``cpu_from`` is the latest start when every
+    pod is Ready with a known, non-NaN start (step 4 then finds a pod unready only inside its CPU
+    initialization period, and the latest start decides that for all: rounding is monotone),
+    else ``None``.  Remembered for tuples (immutable, and the own HPA hands the same one over on
+    every tick); a list is looked at again each time.
+    """
+    cacheable = type(pods) is tuple
+    if cacheable:
+        hit = _PLAIN.get(id(pods))
+        if hit is not None and hit[0] is pods:
+            return hit[1]
+    names = frozenset([p.name for p in pods])
+    summary: tuple[frozenset[str], float | None] | None = None
+    if len(names) == len(pods) and not any(p.deleting or p.phase in ("Failed", "Pending") for p in pods):
+        starts = [p.started for p in pods if p.ready and p.started is not None and p.started == p.started]
+        summary = (names, max(starts) if len(starts) == len(pods) and starts else None)
+    if cacheable:
+        if len(_PLAIN) >= 1024:
+            _PLAIN.clear()
+        _PLAIN[id(pods)] = (tuple(pods), summary)
+    return summary
+
+
 def _group_pods(ctx: _Ctx, metrics: Mapping[str, int], resource: str) -> _Groups:
     """Classify pods as the controller's ``groupPods`` does (reference 1.3)."""
+    plain = _plain_pods(ctx.pods)
+    if plain is not None:
+        names, cpu_from = plain
+        # Every listed pod is alive, neither Failed nor Pending, and for CPU Ready and past its
+        # initialization period (the latest start + the period is not after now): steps 1, 2 and
+        # 4 put none aside, so the pods with a sample are ready and the others missing.
+        if resource != "cpu" or (cpu_from is not None and not cpu_from + ctx.cfg.cpu_initialization_period > ctx.now):
+            absent = set(names.difference(metrics))
+            return _Groups(len(names) - len(absent), set(), absent, set())
     ready_count = 0
     unready: set[str] = set()
     missing: set[str] = set()
@@ -205,6 +246,11 @@ def _utilization_ratio(metrics: Mapping[str, int], requests: Mapping[str, int], 
         metrics_total += value
         requests_total += requests[pod]
         entries += 1
+    return _utilization_of(metrics_total, requests_total, entries, target)
+
+
+def _utilization_of(metrics_total: int, requests_total: int, entries: int, target: int) -> tuple[float, int, int]:
+    """``GetResourceUtilizationRatio`` from its sums over ``entries`` pods (see ``_utilization_ratio``)."""
     if requests_total == 0:
         raise _MetricError("no metrics returned matched known pods")
     percentage = _go_div(metrics_total * 100, requests_total)
@@ -237,6 +283,27 @@ def _resource_utilization_replicas(ctx: _Ctx, spec: MetricSpec) -> tuple[int, in
         metrics.pop(pod, None)
     if not metrics:
         raise _MetricError("did not receive metrics for targeted pods (pods might be unready)")
+    pods = ctx.pods
+    plain = _plain_pods(pods)
+    if (
+        plain is not None
+        and not groups.missing
+        and not groups.unready
+        and not ctx.inputs.pod_requests
+        and len(metrics) == len(plain[0])
+    ):
+        # The common tick: every listed pod (distinct names) has a sample and is ready, and every
+        # pod has the template's requests; then the metrics are exactly the listed pods and the
+        # sums of GetResourceUtilizationRatio are the total usage and n x the one request, whose
+        # errors are the first pod's (calculatePodRequests walks the pod list from the start).
+        n = len(metrics)
+        first = _pod_requests_of(
+            pods[0].name, ctx.inputs.container_requests, spec.name, spec.container, _resource_scale(spec.name)
+        )
+        ratio, utilization, raw = _utilization_of(sum(metrics.values()), first * n, n, target)
+        if tol.is_within(ratio):
+            return current, utilization, raw
+        return _ceil_int32(ratio * float(groups.ready_count)), utilization, raw
     requests = _pod_requests(ctx, spec.name, spec.container)
     ratio, utilization, raw = _utilization_ratio(metrics, requests, target)
 
