@@ -124,10 +124,13 @@ def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> Non
         if cores is not None:
             # Cores to millicores rounded *up*, as ``Quantity.MilliValue()`` does for the HPA's
             # samples; a float such as 0.3 * 1000 = 300.00000000000006 is an exact 300, not 301.
+            # That is round(v) when v lies within 1e-6 of it, else ceil(v); with one call: the
+            # ceiling, less one when v lies within 1e-6 above the integer below it (the same
+            # float difference as ``v - round(v)`` there; just below an integer the ceiling is it).
             v = cores * 1000
-            cpu = round(v)
-            if not abs(v - cpu) < 1e-6:
-                cpu = math.ceil(v)
+            cpu = math.ceil(v)
+            if v - (cpu - 1) < 1e-6:
+                cpu -= 1
             if memory is not None:
                 pod[container] = [ts, cpu, memory]  # the common sample: nothing kept from before
                 if feed is not None:

@@ -222,10 +222,20 @@ def recommend(
     in the result as the controller reports them.
     """
     cfg = cfg or HpaConfig()
-    _check_int(min_replicas, "min_replicas", 0)
-    _check_int(max_replicas, "max_replicas", 1)
-    _check_int(current_replicas, "current_replicas", 0)
-    _check_int(status_replicas, "status_replicas", 0)
+    if not (
+        type(min_replicas) is int
+        and type(max_replicas) is int
+        and type(current_replicas) is int
+        and type(status_replicas) is int
+        and 0 <= min_replicas <= _MAX_INT32
+        and 1 <= max_replicas <= _MAX_INT32
+        and 0 <= current_replicas <= _MAX_INT32
+        and 0 <= status_replicas <= _MAX_INT32
+    ):  # the common case in one test; else each check, for its message
+        _check_int(min_replicas, "min_replicas", 0)
+        _check_int(max_replicas, "max_replicas", 1)
+        _check_int(current_replicas, "current_replicas", 0)
+        _check_int(status_replicas, "status_replicas", 0)
     if min_replicas > max_replicas:
         raise ValueError(f"min_replicas: {min_replicas} is greater than max_replicas {max_replicas}")
     if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):

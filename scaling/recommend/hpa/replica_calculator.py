@@ -179,6 +179,13 @@ def _resource_pod_metrics(ctx: _Ctx, resource: str, container: str) -> dict[str,
             if resource in res:
                 out[pod] = _milli_of_number(res[resource], scale)
             continue
+        if len(containers) == 1:
+            # One container (the common pod): its integer value, or the loop below for the rest.
+            [res] = containers.values()
+            value = res.get(resource)
+            if type(value) is int:
+                out[pod] = value * scale
+                continue
         # A pod without containers, or with a container lacking the resource, has no metric.
         if not containers:
             continue
