@@ -303,7 +303,7 @@ def own_vpa(
     cfg = settings.vpa_config
     last_run = rec.get("vpa_run")
     raw: dict[str, Any] | None = rec.get("vpa_last")
-    cached = state.vpa_own
+    cached: OwnVpa | None = state.vpa_own
     if last_run is None or tick - last_run >= cfg.recommender_interval or raw is None:
         rec["vpa_run"] = tick
         recs = vpa_rec.recommend(_vpa_states(state), tick, cfg, tmpl.policies)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from .events import (
     ContainerResources,
@@ -33,9 +33,6 @@ from .policies.templates import VpaTemplate
 from .quantity import format_quantity
 from .recommend.hpa import HpaState
 from .recommend.vpa import ContainerState
-
-if TYPE_CHECKING:
-    from .own import OwnVpa
 
 __all__ = ["MAX_SERIES", "WorkloadState"]
 
@@ -81,8 +78,9 @@ class WorkloadState:
     hpa_feed: HpaFeed | None = field(default=None, repr=False, compare=False)
     #: The VPA template of :attr:`policy` as the own VPA last asked for it: (that policy, its template).
     own_vpa_template: tuple[Policy, VpaTemplate | None] | None = field(default=None, repr=False, compare=False)
-    #: The own VPA's last recommendation as built (``scaling.own.OwnVpa``).
-    vpa_own: OwnVpa | None = field(default=None, repr=False, compare=False)
+    #: The own VPA's last recommendation as built: a ``scaling.own.OwnVpa`` (typed there: ``own``
+    #: imports this module, so naming the class here would be an import cycle).
+    vpa_own: Any = field(default=None, repr=False, compare=False)
     #: :attr:`spec` as last built: (the observed event, a copy of the overlay then, the view).
     _spec_view: tuple[WorkloadEvent, dict[str, Any], WorkloadEvent] | None = field(
         default=None, repr=False, compare=False
