@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .events import HpaEvent, SeriesSample, VpaEvent, WorkloadEvent, WorkloadRef
 
@@ -32,9 +32,13 @@ class Blocked:
         return out
 
 
-@dataclass(frozen=True, slots=True)
-class View:
-    """Everything a policy may look at for one tick of one workload (event time only)."""
+class View(NamedTuple):
+    """Everything a policy may look at for one tick of one workload (event time only).
+
+    Read-only, and a named tuple rather than a frozen dataclass: the loop builds one per tick, and
+    a frozen dataclass sets each of its eight fields through ``object.__setattr__`` (about 12,800
+    instructions per view against about 3,700 for the tuple, cachegrind).
+    """
 
     tick: float
     workload: WorkloadRef
