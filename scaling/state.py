@@ -256,8 +256,7 @@ class WorkloadState:
         metrics = observed.metrics
         if metrics is not None and (targets or removed):
             metrics = tuple(apply_changes(metrics, removed, targets))
-        return replace(
-            observed,
+        return observed._replace(
             min_replicas=ov.get("min_replicas", observed.min_replicas),
             max_replicas=ov.get("max_replicas", observed.max_replicas),
             metrics=metrics,
