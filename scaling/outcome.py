@@ -73,6 +73,10 @@ class Outcome:
     dry_run: bool = False
     #: Policy mode for the ``policy`` block of the decision (``Auto``, ``Off``, a seed mode...).
     mode: str = "Auto"
+    #: The reconcile loop's own note, not the policy's: the fingerprint of this outcome's blocked
+    #: report and the policy it was taken for, so that an outcome a policy hands back for a
+    #: repeated tick is compared with the last report without hashing it again.
+    reported: tuple[object, str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def block(self, target: str, reason: str, wanted: str | int | None = None) -> None:
         self.blocked.append(Blocked(target, reason, wanted))

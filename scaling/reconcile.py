@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from functools import lru_cache
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
@@ -138,28 +139,44 @@ def _reconcile(state: WorkloadState, tick: float, settings: Settings) -> list[Em
         vpa, published = own.own_vpa(state, policy, spec, tick, settings)
         if published is not None:
             emitted.append(("vpa", published))
-    view = View(
-        tick=tick,
-        workload=ref,
-        spec=spec,
-        hpa=hpa,
-        vpa=vpa,
-        series={k: (ts, _series_sample(k, v)) for k, (ts, v) in state.series.items()} if state.series else _EMPTY,
-        oom=dict(state.oom) if state.oom else _EMPTY,
-        settings=_view_settings(settings),
-    )
-    memory = state.memory.setdefault(policy.kind, {})
+    shown = _VIEW_SETTINGS  # the settings as views show them, built once per ``Settings``
+    view = _new_view(
+        View,
+        (
+            tick,
+            ref,
+            spec,
+            hpa,
+            vpa,
+            {k: (ts, _series_sample(k, v)) for k, (ts, v) in state.series.items()} if state.series else _EMPTY,
+            dict(state.oom) if state.oom else _EMPTY,
+            shown[1] if shown[0] is settings else _view_settings(settings),
+        ),
+    )  # View(tick, workload, spec, hpa, vpa, series, oom, settings): a tuple of every field, no call
+    kind = policy.kind
+    memory = state.memory.get(kind)
+    if memory is None:
+        memory = state.memory[kind] = {}
     outcome = policy.decide(view, memory)
-    changes = _changes(outcome, spec)
+    # Most ticks change nothing: then there are no changes to compute against the spec.
+    if outcome.replicas is None and not outcome.requests and not outcome.limits and not outcome.hpa:
+        changes = None
+    else:
+        changes = _changes(outcome, spec)
     if changes is None:
         if not outcome.blocked:
             state.last_blocked = None
             return emitted
         # A blocked change is reported when it starts or changes, not on every tick it persists.
         # Same targets blocked for the same reasons is no news, even if the wanted values moved.
-        fingerprint = _blocked_fingerprint(
-            policy.kind, policy.name, outcome.mode, tuple([(b.target, b.reason) for b in outcome.blocked])
-        )
+        reported = outcome.reported
+        if reported is not None and reported[0] is policy:
+            fingerprint = reported[1]  # the same outcome again (a repeated tick): the same report
+        else:
+            fingerprint = _blocked_fingerprint(
+                kind, policy.name, outcome.mode, tuple(map(_target_and_reason, outcome.blocked))
+            )
+            outcome.reported = (policy, fingerprint)
         if fingerprint == state.last_blocked:
             return emitted  # nothing built (data, envelope) for what is not written
         state.last_blocked = fingerprint
@@ -172,6 +189,10 @@ def _reconcile(state: WorkloadState, tick: float, settings: Settings) -> list[Em
         if "hpa" in event["data"]:
             state.assume_hpa(tick, event["data"]["hpa"])
     return [*emitted, ("audit", event)]
+
+
+#: A blocked change's (target, reason): what its report's fingerprint says of it.
+_target_and_reason = attrgetter("target", "reason")
 
 
 @lru_cache(maxsize=1024)
@@ -190,19 +211,22 @@ def _policy_block(kind: str, name: str, mode: str) -> dict[str, Any]:
 
 #: What a view holds for a workload without custom-metric samples or OOM kills (shared, read-only).
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
-#: The settings as views show them, for the last ``Settings`` asked (the one of the run): (it, them).
-_VIEW_SETTINGS: list[tuple[Settings, Mapping[str, Any]]] = []
+#: The settings as views show them, for the last ``Settings`` asked (the one of the run): [it, them].
+_VIEW_SETTINGS: list[Any] = [None, _EMPTY]
+#: ``tuple.__new__``: a :class:`View` from the tuple of its fields, without a call of its own.
+_new_view = tuple.__new__
 
 
 def _view_settings(settings: Settings) -> Mapping[str, Any]:
     """The read-only settings mapping of every view of a run, built once per ``Settings``."""
-    if _VIEW_SETTINGS and _VIEW_SETTINGS[0][0] is settings:
-        return _VIEW_SETTINGS[0][1]
-    view = MappingProxyType(
+    if _VIEW_SETTINGS[0] is settings:
+        shown: Mapping[str, Any] = _VIEW_SETTINGS[1]
+        return shown
+    shown = MappingProxyType(
         {"sync_period": settings.sync_period, "hpa": settings.hpa, "vpa": settings.vpa, "tortoise": settings.tortoise}
     )
-    _VIEW_SETTINGS[:] = [(settings, view)]
-    return view
+    _VIEW_SETTINGS[:] = [settings, shown]
+    return shown
 
 
 def _series_sample(key: tuple[str, str | None], value: float) -> SeriesSample:

@@ -123,14 +123,16 @@ class HvpaPolicy:
         """
         s = self.spec
         now = view.tick
+        oom = view.oom
         last_scale: float | None = memory.get("last_scale_time")
         if last_scale is None:
             within: tuple[bool, ...] | None = None  # never scaled: no window holds anything back
-            override = bool(view.oom)
+            override = bool(oom)
         else:
             elapsed = now - last_scale  # _within's own arithmetic: now - last < duration
-            within = tuple([elapsed < d for d in self._stabilizations])
-            override = any(ts > last_scale for ts in view.oom.values())
+            hpa_up, hpa_down, vpa_up, vpa_down = self._stabilizations
+            within = (elapsed < hpa_up, elapsed < hpa_down, elapsed < vpa_up, elapsed < vpa_down)
+            override = bool(oom) and any(ts > last_scale for ts in oom.values())
         hpa = view.hpa if s.hpa_deploy else None
         vpa = view.vpa if s.vpa_deploy else None
         return (
