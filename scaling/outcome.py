@@ -78,5 +78,13 @@ class Outcome:
     #: repeated tick is compared with the last report without hashing it again.
     reported: tuple[object, str] | None = field(default=None, init=False, repr=False, compare=False)
 
+    @property
+    def proposes_nothing(self) -> bool:
+        """No replicas, requests, limits or HPA fields: the tick changes nothing (blocked reports aside).
+
+        Most ticks are such; the loop computes no changes for them, and HVPA keeps only such an
+        outcome to hand back for a repeated tick."""
+        return self.replicas is None and not self.requests and not self.limits and not self.hpa
+
     def block(self, target: str, reason: str, wanted: str | int | None = None) -> None:
         self.blocked.append(Blocked(target, reason, wanted))

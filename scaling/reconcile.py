@@ -139,30 +139,23 @@ def _reconcile(state: WorkloadState, tick: float, settings: Settings) -> list[Em
         vpa, published = own.own_vpa(state, policy, spec, tick, settings)
         if published is not None:
             emitted.append(("vpa", published))
-    shown = _VIEW_SETTINGS  # the settings as views show them, built once per ``Settings``
-    view = _new_view(
-        View,
-        (
-            tick,
-            ref,
-            spec,
-            hpa,
-            vpa,
-            {k: (ts, _series_sample(k, v)) for k, (ts, v) in state.series.items()} if state.series else _EMPTY,
-            dict(state.oom) if state.oom else _EMPTY,
-            shown[1] if shown[0] is settings else _view_settings(settings),
-        ),
-    )  # View(tick, workload, spec, hpa, vpa, series, oom, settings): a tuple of every field, no call
+    view = View(
+        tick,
+        ref,
+        spec,
+        hpa,
+        vpa,
+        {k: (ts, _series_sample(k, v)) for k, (ts, v) in state.series.items()} if state.series else _EMPTY,
+        dict(state.oom) if state.oom else _EMPTY,
+        _view_settings(settings),
+    )
     kind = policy.kind
     memory = state.memory.get(kind)
     if memory is None:
         memory = state.memory[kind] = {}
     outcome = policy.decide(view, memory)
     # Most ticks change nothing: then there are no changes to compute against the spec.
-    if outcome.replicas is None and not outcome.requests and not outcome.limits and not outcome.hpa:
-        changes = None
-    else:
-        changes = _changes(outcome, spec)
+    changes = None if outcome.proposes_nothing else _changes(outcome, spec)
     if changes is None:
         if not outcome.blocked:
             state.last_blocked = None
@@ -211,22 +204,19 @@ def _policy_block(kind: str, name: str, mode: str) -> dict[str, Any]:
 
 #: What a view holds for a workload without custom-metric samples or OOM kills (shared, read-only).
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
-#: The settings as views show them, for the last ``Settings`` asked (the one of the run): [it, them].
-_VIEW_SETTINGS: list[Any] = [None, _EMPTY]
-#: ``tuple.__new__``: a :class:`View` from the tuple of its fields, without a call of its own.
-_new_view = tuple.__new__
+#: The settings as views show them, for the last ``Settings`` asked (the one of the run): (it, them).
+_VIEW_SETTINGS: list[tuple[Settings, Mapping[str, Any]]] = []
 
 
 def _view_settings(settings: Settings) -> Mapping[str, Any]:
     """The read-only settings mapping of every view of a run, built once per ``Settings``."""
-    if _VIEW_SETTINGS[0] is settings:
-        shown: Mapping[str, Any] = _VIEW_SETTINGS[1]
-        return shown
-    shown = MappingProxyType(
+    if _VIEW_SETTINGS and _VIEW_SETTINGS[0][0] is settings:
+        return _VIEW_SETTINGS[0][1]
+    view = MappingProxyType(
         {"sync_period": settings.sync_period, "hpa": settings.hpa, "vpa": settings.vpa, "tortoise": settings.tortoise}
     )
-    _VIEW_SETTINGS[:] = [settings, shown]
-    return shown
+    _VIEW_SETTINGS[:] = [(settings, view)]
+    return view
 
 
 def _series_sample(key: tuple[str, str | None], value: float) -> SeriesSample:

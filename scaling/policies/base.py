@@ -55,8 +55,8 @@ class Policy(Protocol):
     def decide(self, view: View, memory: dict[str, Any]) -> Outcome:
         """Return what should change at ``view.tick``; may update ``memory`` (JSON-safe values only).
 
-        The caller only reads the outcome: a policy may hand the same one back for a tick whose
-        inputs repeat the previous one's (HVPA does)."""
+        The caller changes nothing in the outcome but its own note (``Outcome.reported``): a policy
+        may hand the same one back for a tick whose inputs repeat the previous one's (HVPA does)."""
         ...
 
     def bounds(self) -> Bounds:

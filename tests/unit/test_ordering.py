@@ -402,7 +402,8 @@ def test_bundled_example_through_the_merger_equals_replay() -> None:
     assert got == expected
 
 
-def test_idle_flush_runs_pending_ticks_only_when_caught_up_and_quiet() -> None:
+def _one_workload_offered() -> tuple[list[dict], list[dict], Merger, dict[str, int]]:
+    """One workload's short stream offered to a merger on one partition, every input read to its end."""
     events, policies = small_stream(("web",), n=7)
     tps = _topic_partitions(events, policies, 1)
     merger = Merger(Settings())
@@ -412,6 +413,11 @@ def test_idle_flush_runs_pending_ticks_only_when_caught_up_and_quiet() -> None:
     flat = sorted(((m["ts"], KINDS.index(k), i, k, m) for (k, _), ms in tps.items() for i, m in enumerate(ms)))
     for _, _, offset, kind, raw in flat:
         merger.offer(0, kind, offset, raw, decode_event(raw), 1.0)
+    return events, policies, merger, hw
+
+
+def test_idle_flush_runs_pending_ticks_only_when_caught_up_and_quiet() -> None:
+    events, policies, merger, hw = _one_workload_offered()
     released = merger.release(0, hw)
     assert not released.rejected
     assert merger.slots["c1/shop/Deployment/web"].state.pending_tick is not None
@@ -577,15 +583,7 @@ def test_without_the_watermark_a_quiet_spell_inside_a_window_decides_the_tick_ea
 
 
 def test_a_pending_tick_before_its_watermark_stays_pending() -> None:
-    events, policies = small_stream(("web",), n=7)
-    tps = _topic_partitions(events, policies, 1)
-    merger = Merger(Settings())
-    for kind in KINDS:
-        merger.clock(0, 0.0).set_start(kind, 0)
-    hw = {kind: len(tps.get((kind, 0), [])) for kind in KINDS}
-    flat = sorted(((m["ts"], KINDS.index(k), i, k, m) for (k, _), ms in tps.items() for i, m in enumerate(ms)))
-    for _, _, offset, kind, raw in flat:
-        merger.offer(0, kind, offset, raw, decode_event(raw), 1.0)
+    _, _, merger, hw = _one_workload_offered()
     merger.release(0, hw)
     state = merger.slots["c1/shop/Deployment/web"].state
     tick = state.pending_tick

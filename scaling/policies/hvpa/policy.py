@@ -107,7 +107,7 @@ class HvpaPolicy:
         if last is not None and last[0] == inputs:
             return last[1]
         out = self._decide(view, memory)
-        self._last = (inputs, out) if out.replicas is None and not out.requests and not out.limits else None
+        self._last = (inputs, out) if out.proposes_nothing else None
         return out
 
     def _inputs(self, view: View, memory: Mapping[str, Any]) -> tuple[Any, ...]:
