@@ -20,6 +20,7 @@ from aiokafka.structs import TopicPartition
 from faust import Table
 from faust.streams import _current_event
 from faust.tables.recovery import Recovery
+from faust.transport.consumer import Consumer
 from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 from faust.types import TP, FutureMessage
 
@@ -34,6 +35,7 @@ __all__ = [
     "in_consumer_thread",
     "install_fetch_snapshot_fix",
     "install_recovery_order_fix",
+    "on_wait_empty",
 ]
 
 log = logging.getLogger("tandem.worker")
@@ -41,7 +43,7 @@ log = logging.getLogger("tandem.worker")
 T = TypeVar("T")
 
 #: The context variable Faust's tables read "the current event" (hence its partition) from.  A
-#: batched agent (``Stream.take_events``) has none, so the pipeline sets one per workload slot
+#: batched agent (``Stream.noack_take``) has none, so the pipeline sets one per workload slot
 #: write; Faust exports no setter.
 current_event = _current_event
 
@@ -120,8 +122,8 @@ class ConfirmedTable(Table):  # type: ignore[misc]
     offsets of inputs whose slots were still in the buffer, and a worker killed at that moment left
     its successor an older state and offsets past the inputs that had made the newer one (issue
     #18: 910 decisions of 10,080 lost).  So every changelog write is remembered here, and
-    :meth:`confirm` waits until the broker has acknowledged them; the agent calls it before it
-    returns the batch to Faust, which acknowledges the batch's messages only then.
+    :meth:`confirm` waits until the broker has acknowledged them; the pipeline's checkpoint calls it
+    before it acknowledges the messages whose state those records hold.
     """
 
     _unconfirmed: list[FutureMessage] | None = None
@@ -321,3 +323,36 @@ def install_fetch_snapshot_fix() -> None:
 
     AIOKafkaConsumerThread._fetch_records = _fetch_records
     _snapshot_installed = True
+
+
+# ------------------------------------------------------------- a checkpoint before wait_empty
+
+_wait_empty_installed = False
+
+
+def on_wait_empty(app: Any, hook: Callable[[], Awaitable[None]]) -> None:
+    """Run ``hook`` whenever Faust is about to wait for every message it handed out to be acknowledged.
+
+    Faust calls ``Consumer.wait_empty`` when a rebalance revokes partitions and when the app stops
+    (``App._stop_consumer``, ``Consumer.on_stop``), and it waits without a limit.  The pipeline
+    acknowledges its messages at checkpoints, and nothing else would wake it then: the agent gets
+    no new batches (flow control is suspended) and the app's timers end as soon as it stops
+    (``Service.itertimer`` runs while not ``should_stop``).  Faust has no signal before that wait
+    (``on_partitions_revoked`` and ``on_before_shutdown`` come after it), so the method is wrapped,
+    once for the class, and calls the hook its app registered here.
+    """
+    global _wait_empty_installed
+    app._tandem_before_wait_empty = hook
+    if _wait_empty_installed:
+        return
+    original = Consumer.wait_empty
+
+    @functools.wraps(original)
+    async def wait_empty(self: Any) -> None:
+        before = getattr(self.app, "_tandem_before_wait_empty", None)
+        if before is not None:
+            await before()
+        await original(self)
+
+    Consumer.wait_empty = wait_empty  # type: ignore[method-assign]
+    _wait_empty_installed = True

@@ -9,12 +9,19 @@ One agent reads the five input topics (docs/contract.md §2) in batches.  Per ba
 3. publishes what the core emitted (audit CloudEvents to ``audit``, decisions that are not dry runs
    also to ``actuator``, tandem's own recommendations to ``hpa``/``vpa``), keyed by workload, and
    **waits for the broker's acknowledgement**;
-4. only then writes each touched workload's slot (state, inbox, offsets taken) to the ``state``
-   table and waits until the broker has acknowledged those changelog records; only then does
-   Faust acknowledge the batch and may commit its offsets.
+4. at the next *checkpoint* (every ``persist_interval`` seconds, from the agent or the timer)
+   writes each workload slot touched since the last one (state, inbox, offsets taken) to the
+   ``state`` table and waits until the broker has acknowledged those changelog records; only then
+   are the batches' messages acknowledged to Faust, which may then commit their offsets.
 
 So a crash anywhere repeats work but loses nothing (at-least-once): outputs are published before the
-state that records them, and the state before the offsets.  Repeated decisions carry the same id
+state that records them, and the state before the offsets.  Why checkpoints and not a write per
+batch: a workload's scrape arrives on two or three topics, in different batches, and its tick is
+then released and run by timer rounds, so writing after every batch and round wrote each slot
+about three times per scrape, and those writes (a few KB each, serialised, sent and acknowledged)
+were the larger part of a live worker's CPU (docs/performance.md, "the worker").  A checkpoint
+writes each slot once however often it changed; the messages wait unacknowledged meanwhile, so
+nothing is committed that a written state does not cover.  Repeated decisions carry the same id
 (a content hash), so consumers dedupe by id; repeated inputs are recognised by their offsets.  Faust's
 exactly-once mode is deliberately not used (see docs/worker.md).
 
@@ -59,6 +66,7 @@ from agents.fence import (
     delay_seek_after_recovery,
     faust_fetch_state,
     in_consumer_thread,
+    on_wait_empty,
 )
 from agents.settings import MAX_SLOT_BYTES, STATE_TABLE, WorkerSettings
 from agents.stall import StallWatch
@@ -90,13 +98,15 @@ log = logging.getLogger("tandem.worker")
 _OWN = frozenset({"hpa", "vpa"})
 #: How often the timer looks for releasable inboxes and idle partitions (seconds).
 TIMER_INTERVAL = 0.25
+#: Seconds the checkpoint before a rebalance or a stop may take before it is given up.
+CHECKPOINT_WAIT = 30.0
 
 
 class _PartitionEvent:
     """Stands in for "the event being processed" while the slots of one partition are written.
 
     Faust's tables take the changelog partition (and RocksDB the local database) from the current
-    event (``faust.streams.current_event``).  A batched agent (``Stream.take_events``) has no current
+    event (``faust.streams.current_event``).  A batched agent (``Stream.noack_take``) has no current
     event, and a timer even less (faust-streaming/faust#497), so writes name their partition this way.
     """
 
@@ -137,7 +147,10 @@ class Pipeline:
         self.lock = asyncio.Lock()
         #: No silent stall (issue #18): inputs with lag and no progress are logged, gauged, unready.
         self.stalls = StallWatch(settings.stall_timeout, settings.stall_exit)
-        self.commit_stalls = StallWatch(settings.stall_timeout, settings.stall_exit, what="commit")
+        # Offsets are committed up to a checkpoint interval plus a commit interval after the read,
+        # by design; only a commit that stays behind for longer than both may be a stall.
+        commit_timeout = max(settings.stall_timeout, 2 * (settings.persist_interval + settings.commit_interval))
+        self.commit_stalls = StallWatch(commit_timeout, max(settings.stall_exit, commit_timeout), what="commit")
         self._stalled_logged: set[tuple[str, int]] = set()
         #: The broker's end offsets of the assigned inputs, asked every ``stall_timeout / 3`` s: an
         #: input paused before its first fetch has no high watermark in the consumer, and that is
@@ -168,6 +181,10 @@ class Pipeline:
         #: Processing time of the first batch's start and the last batch's end (throughput).
         self.busy_from: float | None = None
         self.busy_until = 0.0
+        #: Events processed but not acknowledged: they are acknowledged by the next checkpoint.
+        self._held: list[Any] = []
+        self._stream: Any = None
+        self._checkpoint_at = time.monotonic()
         self.source = app.topic(
             *self.kind_of_topic,
             key_type=bytes,
@@ -206,7 +223,10 @@ class Pipeline:
         app, settings = self.app, self.settings
 
         async def pipeline(stream: Any) -> None:
-            async for events in stream.take_events(settings.batch_size, within=settings.batch_within):
+            # ``noack_take``: the batch's messages are acknowledged by the checkpoint that writes
+            # the state they made (:meth:`_checkpoint`), not when the batch is done.
+            self._stream = stream
+            async for events in stream.noack_take(settings.batch_size, within=settings.batch_within):
                 try:
                     await self.process(events)
                 except Exception as exc:
@@ -224,6 +244,29 @@ class Pipeline:
         app.on_partitions_revoked.connect(self.on_revoked)
         app.on_partitions_assigned.connect(self.on_assigned)
         app.on_before_shutdown.connect(self.on_shutdown)
+        on_wait_empty(app, self.before_wait_empty)
+
+    async def before_wait_empty(self) -> None:
+        """A checkpoint before Faust waits for every message to be acknowledged (rebalance, stop).
+
+        Without it that wait never ends: the messages since the last checkpoint are acknowledged
+        only by the next one.  A checkpoint that does not finish in ``CHECKPOINT_WAIT`` seconds (a
+        broker that does not answer) is given up: its messages are dropped unacknowledged, so
+        whoever owns their partitions next reads them again (at-least-once, as after a crash).
+        """
+        async with self.lock:
+            if not self._held and not self.merger.dirty:
+                return
+            try:
+                await asyncio.wait_for(self._checkpoint(), timeout=CHECKPOINT_WAIT)
+            except Exception as exc:
+                log.warning(
+                    "tandem worker: no checkpoint before the partitions are released (%r); "
+                    "%d message(s) will be read again",
+                    exc,
+                    len(self._held),
+                )
+                self._held = []
 
     async def on_shutdown(self, sender: Any, **kwargs: Any) -> None:
         self.log_stats(force=True)
@@ -250,6 +293,9 @@ class Pipeline:
         # Faust has drained the agent; wait for a timer round in flight, then make its writes land
         # before the partitions change hands (Faust flushed the producer before this signal).
         async with self.lock:
+            # The last checkpoint came before Faust's wait for acknowledgements (before_wait_empty);
+            # whatever is not in it is dropped here and read again by the next owner.
+            self._held = []
             self.generation += 1
             self.need_reload = True
             self._ends = {}
@@ -342,7 +388,16 @@ class Pipeline:
             for p in touched:
                 out.extend(merger.release(p, self._highwaters(p), now))
             await self._publish(out, rejects)
-            await self._persist()
+            self._held.extend(events)
+            app = self.app
+            # While Faust waits for acknowledgements (a rebalance, a stop), the batches its take
+            # buffer still hands out are checkpointed at once: nothing else would acknowledge them.
+            if (
+                app.rebalancing
+                or app.should_stop
+                or time.monotonic() - self._checkpoint_at >= self.settings.persist_interval
+            ):
+                await self._checkpoint()
             await self._throttle(touched)
             self.busy_until = time.monotonic()
             if self.metrics is not None:
@@ -381,9 +436,10 @@ class Pipeline:
                 if part:
                     out.extend(part)
                     per_partition.append((p, part))
-            if out or self.merger.dirty:
+            if out:
                 await self._publish(out, [])
-                await self._persist()
+            if (self._held or self.merger.dirty) and now - self._checkpoint_at >= self.settings.persist_interval:
+                await self._checkpoint()
             await self._throttle(self.assigned)
             await self._reconcile_paused()
             if self.metrics is not None:
@@ -467,6 +523,15 @@ class Pipeline:
 
     def _reload(self) -> None:
         """Rebuild the cache from the (recovered) table for the partitions this worker owns."""
+        if self._held:
+            # Never expected (a rebalance waits for every acknowledgement, and on_revoked
+            # checkpoints), but if it happens they must not be acknowledged with a state that no
+            # longer holds them: dropped unacknowledged, they are read again after the seek.
+            log.warning(
+                "tandem worker: %d message(s) taken before the rebalance were not checkpointed; read again",
+                len(self._held),
+            )
+            self._held = []
         self.merger.reset()
         self.assigned = self._assigned_partitions()
         loaded = 0
@@ -699,6 +764,20 @@ class Pipeline:
             self.topic_of_kind[r.kind], r.partition, r.offset, r.key.encode(), encode(r.raw), r.error
         )
 
+    async def _checkpoint(self) -> None:
+        """Write the touched slots, wait for the broker, then acknowledge the messages taken so far.
+
+        Called with the lock held.  The outputs of those messages were published (and acknowledged
+        by the broker) when they were processed, so the order is outputs, state, offsets.
+        """
+        await self._persist()
+        self._checkpoint_at = time.monotonic()
+        held, self._held = self._held, []
+        if held:
+            ack = self._stream.ack
+            for event in held:
+                await ack(event)
+
     async def _persist(self) -> None:
         """Write the touched slots to the table and wait until the broker has their changelog records."""
         merger = self.merger
@@ -710,6 +789,7 @@ class Pipeline:
             if slot is not None:
                 by_partition[slot.partition].append(slot)
         merger.dirty.clear()
+        self.stats["state_writes"] += sum(len(slots) for slots in by_partition.values())
         table = self.table
         anchor_topic = self.topic_of_kind["metric"]
         for partition, slots in by_partition.items():
@@ -718,6 +798,7 @@ class Pipeline:
             try:
                 for slot in slots:
                     data = slot.to_bytes()
+                    self.stats["state_bytes"] += len(data)
                     if len(data) > MAX_SLOT_BYTES // 4:
                         log.warning(
                             "tandem worker: slot of %s is %d bytes (%d events waiting)",
@@ -737,9 +818,11 @@ def _die(where: str, exc: BaseException) -> None:
     """Stop the process at once, without committing anything.
 
     Per-message problems never get here (they are dead-lettered); this is for failures of Kafka
-    itself, e.g. outputs the broker would not take.  Letting the exception unwind would make Faust
-    acknowledge the batch (``take_events`` acks in a ``finally``) and commit its offsets on the way
-    out, losing its decisions; exiting now means the batch is read again by whoever takes over.
+    itself, e.g. outputs the broker would not take.  Letting the exception unwind would end the
+    agent and leave a worker that holds its partitions and reads nothing (and with
+    ``take_events``, which acknowledges in a ``finally``, it committed the batch and lost its
+    decisions); exiting now means everything since the last checkpoint is read again by whoever
+    takes over.
     """
     log.critical("tandem worker: fatal error in %s; exiting without commit", where, exc_info=exc)
     logging.shutdown()

@@ -60,6 +60,9 @@ class WorkerSettings(KafkaSettings):
     merge_grace: float = 2.0
     batch_size: int = 2000
     batch_within: float = 0.2
+    #: Seconds between checkpoints (slots written, then the inputs acknowledged): a slot touched by
+    #: several batches and timer rounds in that time is written once (agents/pipeline.py).
+    persist_interval: float = 2.0
     standby_replicas: int = 1
     rebalance_timeout: float = 60.0
     session_timeout: float = 60.0
@@ -118,6 +121,13 @@ def add_worker_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--batch-within", type=positive_float, default=env("batch_within", "0.2"), help="seconds to fill a batch"
+    )
+    p.add_argument(
+        "--persist-interval",
+        type=non_negative_float,
+        default=env("persist_interval", "2"),
+        help="seconds between checkpoints: the touched workload slots are written to the state table "
+        "and the inputs acknowledged (default 2; 0: after every batch)",
     )
     p.add_argument(
         "--standby-replicas", type=int, default=env("standby_replicas", "1"), help="Faust table standby replicas"
@@ -182,6 +192,7 @@ def worker_settings(args: argparse.Namespace) -> WorkerSettings:
         merge_grace=args.merge_grace,
         batch_size=args.batch_size,
         batch_within=args.batch_within,
+        persist_interval=args.persist_interval,
         standby_replicas=args.standby_replicas,
         rebalance_timeout=args.rebalance_timeout,
         session_timeout=args.session_timeout,

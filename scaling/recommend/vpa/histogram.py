@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Mapping
-from itertools import accumulate
+from itertools import accumulate, compress
 from typing import Any, Final
 
 from .arithmetic import MAX_RESOURCE_AMOUNT, _go_log, _go_pow
@@ -380,8 +380,16 @@ class DecayingHistogram:
         min/max bucket are not stored: they are the first/last bucket holding at least epsilon
         (or N-1/0), an invariant upstream's operations keep.
         """
-        buckets = [b for b, v in enumerate(self.weights) if v != 0.0]
-        return {"ref": self.ref, "tot": self.total, "b": buckets, "w": [self.weights[b] for b in buckets]}
+        # ``compress`` keeps the items whose weight is truthy, i.e. ``!= 0.0`` (weights are finite;
+        # -0.0 is falsy like 0.0): the same lists as a comprehension over all 176 buckets, in C.
+        # A live worker writes a slot (two histograms per container) several times a scrape.
+        weights = self.weights
+        return {
+            "ref": self.ref,
+            "tot": self.total,
+            "b": list(compress(range(len(weights)), weights)),
+            "w": list(compress(weights, weights)),
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], options: HistogramOptions) -> DecayingHistogram:
