@@ -60,9 +60,10 @@ class WorkerSettings(KafkaSettings):
     merge_grace: float = 2.0
     batch_size: int = 2000
     batch_within: float = 0.2
-    #: Seconds between checkpoints (slots written, then the inputs acknowledged): a slot touched by
-    #: several batches and timer rounds in that time is written once (agents/pipeline.py).
-    persist_interval: float = 2.0
+    #: Longest time between checkpoints (slots written, then the inputs acknowledged); one also
+    #: comes as soon as every input taken has left the merge's inboxes.  A slot touched by several
+    #: batches and timer rounds in between is written once (agents/pipeline.py).
+    persist_interval: float = 5.0
     standby_replicas: int = 1
     rebalance_timeout: float = 60.0
     session_timeout: float = 60.0
@@ -125,9 +126,10 @@ def add_worker_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--persist-interval",
         type=non_negative_float,
-        default=env("persist_interval", "2"),
-        help="seconds between checkpoints: the touched workload slots are written to the state table "
-        "and the inputs acknowledged (default 2; 0: after every batch)",
+        default=env("persist_interval", "5"),
+        help="longest time between checkpoints, which write the touched workload slots to the state "
+        "table and then acknowledge the inputs; one also comes as soon as every input taken is released "
+        "from the merge's inboxes (default 5; 0: after every batch)",
     )
     p.add_argument(
         "--standby-replicas", type=int, default=env("standby_replicas", "1"), help="Faust table standby replicas"

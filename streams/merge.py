@@ -525,3 +525,7 @@ class Merger:
 
     def has_pending(self, partition: int) -> bool:
         return bool(self._pending.get(partition) or self._waiting.get(partition))
+
+    def released(self) -> bool:
+        """No partition holds an event in an inbox: everything offered has been ingested."""
+        return not any(self._waiting.values())

@@ -28,8 +28,8 @@ variable                   default                               meaning
                                                                  idle before its pending ticks are run
 ``TANDEM_BATCH_SIZE``      2000                                  messages per agent batch at most
 ``TANDEM_BATCH_WITHIN``    0.2                                   seconds to wait for a batch to fill
-``TANDEM_PERSIST_INTERVAL`` 2                                   seconds between checkpoints (slots
-                                                                 written, inputs acknowledged)
+``TANDEM_PERSIST_INTERVAL`` 5                                   longest time between checkpoints
+                                                                 (slots written, inputs acknowledged)
 ``TANDEM_STANDBY_REPLICAS`` 1                                    Faust standby replicas of the table
 ``TANDEM_REBALANCE_TIMEOUT`` 60                                  Faust ``broker_rebalance_timeout`` (s)
 ``TANDEM_SESSION_TIMEOUT`` 60                                    Faust ``broker_session_timeout`` (s)

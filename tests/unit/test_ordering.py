@@ -431,6 +431,17 @@ def test_idle_flush_runs_pending_ticks_only_when_caught_up_and_quiet() -> None:
     assert math.isinf(merger.clocks[0].bound(hw))
 
 
+def test_released_once_every_offered_event_has_left_the_inboxes_whatever_ticks_are_pending() -> None:
+    """The worker checkpoints when ``released()``: a scrape's events written once, not per batch."""
+    _events, _policies, merger, hw = _one_workload_offered()
+    assert not merger.released()  # offered, held for the bound
+    merger.release(0, {})  # no input known to be caught up: only what is older than every input's last
+    assert not merger.released()
+    merger.release(0, hw)
+    assert merger.released()
+    assert merger.slots["c1/shop/Deployment/web"].state.pending_tick is not None  # the tick waits; no matter
+
+
 # ------------------------------------------------------------------- live arrival, reordered landing
 
 
