@@ -104,15 +104,29 @@ def _bounds(
     [0, 1e14], truncate) is taken inline when the value is in range, else called (NaN, +-Inf,
     out of range): the same integers.
     """
-    out = [0, 0, 0]
-    for i in range(3):
-        x = percentiles[i] * unit
-        a = int(x) if 0.0 <= x <= _MAX_AMOUNT_F else _amount(x)
-        # VPA: estimator.go marginEstimator: amount + ScaleResource(amount, fraction).
-        x = float(a) * margin
-        a += int(x) if 0.0 <= x <= _MAX_AMOUNT_F else _amount(x)
-        if i:
-            x = float(a) * (lo_factor if i == 1 else hi_factor)
-            a = int(x) if 0.0 <= x <= _MAX_AMOUNT_F else _amount(x)
-        out[i] = a if a > least else least
-    return out[0], out[1], out[2]
+    # Unrolled (one call per resource and run): ``a * f`` for an int ``a`` is ``float(a) * f``,
+    # Python converting the int exactly as ``float`` does.
+    top = _MAX_AMOUNT_F
+    target_p, lower_p, upper_p = percentiles
+    x = target_p * unit
+    a = int(x) if 0.0 <= x <= top else _amount(x)
+    # VPA: estimator.go marginEstimator: amount + ScaleResource(amount, fraction).
+    x = a * margin
+    target = a + (int(x) if 0.0 <= x <= top else _amount(x))
+    x = lower_p * unit
+    a = int(x) if 0.0 <= x <= top else _amount(x)
+    x = a * margin
+    a += int(x) if 0.0 <= x <= top else _amount(x)
+    x = a * lo_factor
+    lower = int(x) if 0.0 <= x <= top else _amount(x)
+    x = upper_p * unit
+    a = int(x) if 0.0 <= x <= top else _amount(x)
+    x = a * margin
+    a += int(x) if 0.0 <= x <= top else _amount(x)
+    x = a * hi_factor
+    upper = int(x) if 0.0 <= x <= top else _amount(x)
+    return (
+        target if target > least else least,
+        lower if lower > least else least,
+        upper if upper > least else least,
+    )
