@@ -394,6 +394,6 @@ def _changed(rec: dict[str, Any], slot: str, raw: dict[str, Any], keys: tuple[st
     if last is None:
         return raw
     for k in keys:
-        if last.get(k) != raw.get(k):
+        if last.get(k) != raw[k]:  # ``raw`` is built with every key
             return raw
     return None
