@@ -313,10 +313,21 @@ def _resource_utilization_replicas(ctx: _Ctx, spec: MetricSpec) -> tuple[int, in
                 total += value
             else:
                 n = len(usage)
-                scale = _resource_scale(resource)
+                scale = 1 if resource == "cpu" else 1000  # _resource_scale, inline
                 first = _pod_requests_of(pods[0].name, inputs.container_requests, resource, "", scale)
-                ratio, utilization, raw = _utilization_of(total * scale, first * n, n, target)
-                if tol.is_within(ratio):
+                total *= scale
+                requests_total = first * n
+                if requests_total <= 0 or total < 0:  # _utilization_of raises for no requests
+                    ratio, utilization, raw = _utilization_of(total, requests_total, n, target)
+                else:
+                    # _utilization_of and Tolerances.is_within, inline: positive and non-negative
+                    # integers, so Go's truncating division is Python's floor division here.
+                    utilization = total * 100 // requests_total
+                    if utilization > _MAX_INT32:
+                        raise _MetricError(f"resource utilization {utilization} is outside the int32 range")
+                    ratio = float(utilization) / float(target)
+                    raw = total // n
+                if (1.0 - tol.scale_down) <= ratio <= (1.0 + tol.scale_up):
                     return current, utilization, raw
                 return _ceil_int32(ratio * float(n)), utilization, raw
     metrics = _resource_pod_metrics(ctx, spec.name, spec.container)
