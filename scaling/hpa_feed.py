@@ -14,6 +14,7 @@ the one state that is written to the changelog.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -37,20 +38,24 @@ class HpaFeed:
       sample is absent), pods and containers in the order of the usage table;
     * ``stamps``: pod -> container -> time of that sample; ``sample_ts`` reads, per pod, the newest
       of its containers' times (the HPA's ``sample_ts``) from them when asked;
-    * ``pods_version`` counts changes of the pod set, which the cached pod list is keyed on.
+    * ``pods_version`` counts changes of the pod set, which the cached pod list is keyed on;
+    * ``floor`` is at most every stamp (``inf`` without any): a write lowers it to its time when
+      that is earlier, and :meth:`fresh` raises it to the oldest stamp when it has to look, so a
+      tick whose samples are all newer than the floor needs no pass over the stamps.
 
     ``own.observe`` writes a sample that replaces both resources of an entry that has both in
-    place (``usage[pod][container]`` and ``stamps[pod][container]``, without a call); every other
-    change goes through :meth:`note`.
+    place (``usage[pod][container]`` and ``stamps[pod][container]``, without a call, then lowers
+    ``floor`` once per event); every other change goes through :meth:`note`.
     """
 
-    __slots__ = ("_inputs", "_pods", "_requests", "pods_version", "sample_ts", "stamps", "usage")
+    __slots__ = ("_inputs", "_pods", "_requests", "floor", "pods_version", "sample_ts", "stamps", "usage")
 
     def __init__(self) -> None:
         self.usage: dict[str, dict[str, dict[str, int]]] = {}
         self.stamps: dict[str, dict[str, float]] = {}
         self.sample_ts: Mapping[str, float] = _Latest(self.stamps)
         self.pods_version = 0
+        self.floor = math.inf
         self._pods: tuple[object, tuple[PodInfo, ...]] | None = None
         self._requests: tuple[WorkloadEvent, dict[str, dict[str, int]]] | None = None
         self._inputs: MetricInputs | None = None
@@ -78,6 +83,8 @@ class HpaFeed:
             self.pods_version += 1
         containers[container] = values
         self.stamps[pod][container] = ts
+        if ts < self.floor:
+            self.floor = ts
 
     def forget(self, pod: str) -> None:
         """The usage table dropped ``pod``."""
@@ -90,10 +97,16 @@ class HpaFeed:
         When every sample is fresh these are the live mappings themselves (read them, do not keep
         them); else filtered copies, a pod kept with its fresh containers if it has any.
         """
-        for stamps in self.stamps.values():
-            for ts in stamps.values():
-                if ts < oldest:
-                    return self._fresh_copy(oldest)
+        if self.floor < oldest:
+            # Some stamp may be too old: find the oldest (forgotten pods may have held the floor).
+            floor = math.inf
+            for stamps in self.stamps.values():
+                for ts in stamps.values():
+                    if ts < floor:
+                        floor = ts
+            self.floor = floor
+            if floor < oldest:
+                return self._fresh_copy(oldest)
         return self.usage, self.sample_ts
 
     def _fresh_copy(self, oldest: float) -> tuple[dict[str, dict[str, dict[str, int]]], dict[str, float]]:

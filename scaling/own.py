@@ -151,6 +151,8 @@ def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> Non
         pod[container] = [ts, cpu, mem]
         if feed is not None:
             feed.note(name, container, ts, cpu, mem)
+    if feed is not None and ts < feed.floor:
+        feed.floor = ts  # the stamps written in place above (HpaFeed.floor)
     if len(usage) > MAX_PODS:
         oldest = sorted(usage, key=lambda p: (max(v[0] for v in usage[p].values()), p))
         for name in oldest[: len(usage) - MAX_PODS]:
@@ -392,6 +394,6 @@ def _changed(rec: dict[str, Any], slot: str, raw: dict[str, Any], keys: tuple[st
     if last is None:
         return raw
     for k in keys:
-        if last.get(k) != raw.get(k):
+        if last.get(k) != raw[k]:  # ``raw`` is built with every key
             return raw
     return None

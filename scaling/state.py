@@ -88,6 +88,8 @@ class WorkloadState:
 
     # --- inputs ---------------------------------------------------------------------------
 
+    # The properties below test ``kind in raw`` before calling ``_decoded``: a workload run by the
+    # own recommenders has no ``hpa`` or ``vpa`` event, and the reconcile asks for both every tick.
     def _decoded(self, kind: str, cls: type[_E]) -> _E | None:
         value = self.raw.get(kind)
         if value is None:
@@ -100,28 +102,28 @@ class WorkloadState:
     @property
     def workload_event(self) -> WorkloadEvent | None:
         """The latest ``workload`` event as observed (:attr:`spec` adds what tandem assumes applied)."""
-        if self._workload is None:
+        if self._workload is None and "workload" in self.raw:
             self._workload = self._decoded("workload", WorkloadEvent)
         return self._workload
 
     @property
     def hpa_event(self) -> HpaEvent | None:
         """The latest ``hpa`` event from a cluster (tandem's own are never stored)."""
-        if self._hpa is None:
+        if self._hpa is None and "hpa" in self.raw:
             self._hpa = self._decoded("hpa", HpaEvent)
         return self._hpa
 
     @property
     def vpa_event(self) -> VpaEvent | None:
         """The latest ``vpa`` event from a cluster (tandem's own are never stored)."""
-        if self._vpa is None:
+        if self._vpa is None and "vpa" in self.raw:
             self._vpa = self._decoded("vpa", VpaEvent)
         return self._vpa
 
     @property
     def policy_event(self) -> PolicyEvent | None:
         """The latest ``policy`` event with a manifest (a deletion forgets the policy)."""
-        if self._policy_event is None:
+        if self._policy_event is None and "policy" in self.raw:
             self._policy_event = self._decoded("policy", PolicyEvent)
         return self._policy_event
 

@@ -238,7 +238,10 @@ def recommend(
         _check_int(status_replicas, "status_replicas", 0)
     if min_replicas > max_replicas:
         raise ValueError(f"min_replicas: {min_replicas} is greater than max_replicas {max_replicas}")
-    if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
+    # A float (the common case) skips the type tests, which build ``int | float`` on every call.
+    if (type(now) is not float and (isinstance(now, bool) or not isinstance(now, int | float))) or not math.isfinite(
+        now
+    ):
         raise ValueError(f"now: must be a finite time, got {now!r}")
     metric_specs, rules = _parsed_spec(spec_metrics, behavior)
 

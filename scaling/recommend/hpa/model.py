@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["HpaResult", "HpaState", "MetricInputs", "PodInfo"]
 
@@ -111,9 +111,9 @@ class HpaState:
         return cls(lists[0], lists[1], lists[2])
 
 
-@dataclass(frozen=True)
-class HpaResult:
-    """The outcome of one reconcile.
+class HpaResult(NamedTuple):
+    """The outcome of one reconcile.  A named tuple, read-only: built on every tick of the own HPA,
+    where a frozen dataclass paid an ``object.__setattr__`` call per field.
 
     ``conditions`` are the HPA status conditions this reconcile sets (``type``, ``status``,
     ``reason``, ``message``), as the controller would leave them after a successful rescale.
@@ -127,7 +127,7 @@ class HpaResult:
     desired_replicas: int
     conditions: list[dict[str, str]]
     per_metric: list[tuple[str, int | str]]
-    current_metrics: list[dict[str, Any]] = field(default_factory=list)
+    current_metrics: list[dict[str, Any]]
     metric_replicas: int | None = None
     stabilized_replicas: int | None = None
     reason: str = ""

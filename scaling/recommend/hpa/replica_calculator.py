@@ -282,6 +282,54 @@ def _resource_utilization_replicas(ctx: _Ctx, spec: MetricSpec) -> tuple[int, in
     target = spec.average_utilization
     current = ctx.spec_replicas
     tol = ctx.tolerances
+    pods = ctx.pods
+    inputs = ctx.inputs
+    usage = inputs.pod_usage
+    if pods and usage and not spec.container and not inputs.pod_requests:
+        # The common tick in one pass (the "common tick" below, without building the per-pod
+        # metrics or the groups): a plain pod list whose pods are exactly the pods with samples,
+        # each one container holding the resource as an integer, the template's requests for all.
+        # Then no pod is put aside (for CPU the latest start is past the initialization period),
+        # the metrics are those integers and the sums of GetResourceUtilizationRatio their total
+        # and n x the one request.  Anything else goes the general way.
+        plain = _plain_pods(pods)
+        resource = spec.name
+        if (
+            plain is not None
+            and usage.keys() == plain[0]
+            and (
+                resource != "cpu"
+                or (plain[1] is not None and not plain[1] + ctx.cfg.cpu_initialization_period > ctx.now)
+            )
+        ):
+            total = 0
+            for containers in usage.values():
+                if len(containers) != 1:
+                    break
+                for res in containers.values():
+                    value = res.get(resource)
+                if type(value) is not int:
+                    break
+                total += value
+            else:
+                n = len(usage)
+                scale = 1 if resource == "cpu" else 1000  # _resource_scale, inline
+                first = _pod_requests_of(pods[0].name, inputs.container_requests, resource, "", scale)
+                total *= scale
+                requests_total = first * n
+                if requests_total <= 0 or total < 0:  # _utilization_of raises for no requests
+                    ratio, utilization, raw = _utilization_of(total, requests_total, n, target)
+                else:
+                    # _utilization_of and Tolerances.is_within, inline: positive and non-negative
+                    # integers, so Go's truncating division is Python's floor division here.
+                    utilization = total * 100 // requests_total
+                    if utilization > _MAX_INT32:
+                        raise _MetricError(f"resource utilization {utilization} is outside the int32 range")
+                    ratio = float(utilization) / float(target)
+                    raw = total // n
+                if (1.0 - tol.scale_down) <= ratio <= (1.0 + tol.scale_up):
+                    return current, utilization, raw
+                return _ceil_int32(ratio * float(n)), utilization, raw
     metrics = _resource_pod_metrics(ctx, spec.name, spec.container)
     if not ctx.pods:
         raise _no_pods()

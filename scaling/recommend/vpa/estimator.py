@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .arithmetic import MAX_RESOURCE_AMOUNT, _amount, _go_div, _go_pow, _scale
+from .arithmetic import _TWO_TO_500, MAX_RESOURCE_AMOUNT, _amount, _go_div, _go_pow, _scale
 from .config import VpaConfig
 from .model import ContainerState
 
@@ -79,11 +79,21 @@ def _estimate(
         )
     )
     interval = cfg.confidence_interval_cpu
-    confidence = get_confidence(s, interval)
+    # get_confidence, inline (once per container and run)
+    first, last = s.first_sample_ts, s.last_sample_ts
+    lifespan = 0.0 if first is None or last is None else (last - first) / interval
+    confidence = min(lifespan, s.total_samples_count / (interval / 60.0))
     # VPA: estimator.go confidenceMultiplier: (1 + multiplier/confidence)^exponent, lower bound
     # (0.001, -2), upper bound (1, 1); Pow(x, 1) is x.
-    lo_factor = _go_pow(1.0 + _go_div(0.001, confidence), -2.0)
-    hi_factor = 1.0 + _go_div(1.0, confidence)
+    if confidence > 0.0:
+        # The divisions cannot meet a zero, and 1 <= x: _go_pow's own case for y = -2 (x == 1
+        # gives 1.0 either way), unless x is too large for it.
+        x = 1.0 + 0.001 / confidence
+        lo_factor = 1.0 / (x * x) if x < _TWO_TO_500 else _go_pow(x, -2.0)
+        hi_factor = 1.0 + 1.0 / confidence
+    else:
+        lo_factor = _go_pow(1.0 + _go_div(0.001, confidence), -2.0)
+        hi_factor = 1.0 + _go_div(1.0, confidence)
     # CPUAmountFromCores (millicores), MemoryAmountFromBytes
     cpu_t, cpu_l, cpu_u = _bounds(cpu, 1000.0, margin, lo_factor, hi_factor, minimum["cpu"])
     if cfg.confidence_interval_memory != interval:
@@ -104,15 +114,29 @@ def _bounds(
     [0, 1e14], truncate) is taken inline when the value is in range, else called (NaN, +-Inf,
     out of range): the same integers.
     """
-    out = [0, 0, 0]
-    for i in range(3):
-        x = percentiles[i] * unit
-        a = int(x) if 0.0 <= x <= _MAX_AMOUNT_F else _amount(x)
-        # VPA: estimator.go marginEstimator: amount + ScaleResource(amount, fraction).
-        x = float(a) * margin
-        a += int(x) if 0.0 <= x <= _MAX_AMOUNT_F else _amount(x)
-        if i:
-            x = float(a) * (lo_factor if i == 1 else hi_factor)
-            a = int(x) if 0.0 <= x <= _MAX_AMOUNT_F else _amount(x)
-        out[i] = a if a > least else least
-    return out[0], out[1], out[2]
+    # Unrolled (one call per resource and run): ``a * f`` for an int ``a`` is ``float(a) * f``,
+    # Python converting the int exactly as ``float`` does.
+    top = _MAX_AMOUNT_F
+    target_p, lower_p, upper_p = percentiles
+    x = target_p * unit
+    a = int(x) if 0.0 <= x <= top else _amount(x)
+    # VPA: estimator.go marginEstimator: amount + ScaleResource(amount, fraction).
+    x = a * margin
+    target = a + (int(x) if 0.0 <= x <= top else _amount(x))
+    x = lower_p * unit
+    a = int(x) if 0.0 <= x <= top else _amount(x)
+    x = a * margin
+    a += int(x) if 0.0 <= x <= top else _amount(x)
+    x = a * lo_factor
+    lower = int(x) if 0.0 <= x <= top else _amount(x)
+    x = upper_p * unit
+    a = int(x) if 0.0 <= x <= top else _amount(x)
+    x = a * margin
+    a += int(x) if 0.0 <= x <= top else _amount(x)
+    x = a * hi_factor
+    upper = int(x) if 0.0 <= x <= top else _amount(x)
+    return (
+        target if target > least else least,
+        lower if lower > least else least,
+        upper if upper > least else least,
+    )

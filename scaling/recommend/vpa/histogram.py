@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from itertools import accumulate, compress
 from typing import Any, Final
 
@@ -351,8 +351,13 @@ class DecayingHistogram:
             hi = self.max_bucket
             sums = list(accumulate(self.weights[lo:hi]))
             total = self.total
-            last = self.options.num_buckets - 1
-            start = self.options.bucket_start
+            options = self.options
+            last = options.num_buckets - 1
+            # The exponential layouts' starts read directly (bucket_start's range test cannot
+            # fail here: lo <= bucket <= last); other layouts through bucket_start.
+            start: Callable[[int], float] = options.bucket_start
+            if type(options) is ExponentialHistogramOptions:
+                start = options._starts.__getitem__
             out: list[float] = []
             for p in percentiles:
                 threshold = p * total

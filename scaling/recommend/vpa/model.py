@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from .arithmetic import MAX_RESOURCE_AMOUNT, _amount, _scale
 from .config import VpaConfig
@@ -28,19 +28,43 @@ from .histogram import (
 __all__ = ["ContainerState", "merge_states"]
 
 
-class _MemoryWindow:
-    """One pod's open memory aggregation interval (VPA: model/container.go ContainerState)."""
+#: ``_MemoryWindow``'s "no time yet" (Go's zero ``time.Time``), below every sample time: a window
+#: that has none compares as upstream's zero time does (nothing is before it, nothing inside it).
+_NEVER: Final = -math.inf
 
-    __slots__ = ("end", "last_ts", "memory_peak", "oom_peak")
+
+class _MemoryWindow:
+    """One pod's open memory aggregation interval (VPA: model/container.go ContainerState).
+
+    ``end`` and ``last_ts`` are ``_NEVER`` until set (``None`` in :meth:`to_list`), so that the hot
+    path of :meth:`ContainerState.add_memory_samples` compares them without a test for ``None``;
+    ``top`` is what a sample must not exceed to leave the window's peak alone: the larger peak, or
+    ``MAX_RESOURCE_AMOUNT`` while both are 0 (upstream adds no peak then).  Set through
+    :meth:`set_peaks`.
+    """
+
+    __slots__ = ("end", "last_ts", "memory_peak", "oom_peak", "top")
 
     def __init__(self) -> None:
-        self.end: float | None = None  # WindowEnd (exclusive); None = Go zero time
+        self.end: float = _NEVER  # WindowEnd (exclusive)
         self.memory_peak = 0
         self.oom_peak = 0
-        self.last_ts: float | None = None  # lastMemorySampleStart
+        self.top = MAX_RESOURCE_AMOUNT
+        self.last_ts: float = _NEVER  # lastMemorySampleStart
+
+    def set_peaks(self, memory_peak: int, oom_peak: int) -> None:
+        self.memory_peak = memory_peak
+        self.oom_peak = oom_peak
+        top = memory_peak if memory_peak >= oom_peak else oom_peak
+        self.top = top if top != 0 else MAX_RESOURCE_AMOUNT
 
     def to_list(self) -> list[Any]:
-        return [self.end, self.memory_peak, self.oom_peak, self.last_ts]
+        return [
+            None if self.end == _NEVER else self.end,
+            self.memory_peak,
+            self.oom_peak,
+            None if self.last_ts == _NEVER else self.last_ts,
+        ]
 
     @classmethod
     def from_list(cls, data: object) -> _MemoryWindow:
@@ -48,12 +72,12 @@ class _MemoryWindow:
             raise ValueError("memory window: expected [end, peak, oom_peak, last_ts]")
         w = cls()
         end, peak, oom, last = data
-        w.end = None if end is None else _finite(end, "window end")
-        w.last_ts = None if last is None else _finite(last, "window last_ts")
+        w.end = _NEVER if end is None else _finite(end, "window end")
+        w.last_ts = _NEVER if last is None else _finite(last, "window last_ts")
         for name, v in (("peak", peak), ("oom_peak", oom)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"memory window: {name} must be an int >= 0")
-        w.memory_peak, w.oom_peak = peak, oom
+        w.set_peaks(peak, oom)
         return w
 
 
@@ -159,24 +183,19 @@ class ContainerState:
 
         The hot path: most samples fall inside their pod's open window without beating its peak,
         and then only the window's last sample time moves (``addMemorySample`` returns early);
-        those are handled here without the general path's calls.
+        those are handled here without the general path's calls.  One chained comparison each:
+        not before the last sample, inside the window (never inside an unopened one), and between
+        0 and the window's ``top``, which is at most ``MAX_RESOURCE_AMOUNT`` (a float sample there
+        truncates to an amount that beats no peak either: the general path would only move the
+        last sample time too).
         """
         ts = float(ts)
         windows = self.windows
         for pod, bytes_ in samples:
             window = windows.get(pod)
-            if (
-                window is not None
-                and type(bytes_) is int
-                and 0 <= bytes_ <= MAX_RESOURCE_AMOUNT
-                and window.end is not None
-                and ts < window.end
-                and (window.last_ts is None or ts >= window.last_ts)
-            ):
-                old_peak = window.memory_peak if window.memory_peak >= window.oom_peak else window.oom_peak
-                if old_peak == 0 or bytes_ <= old_peak:
-                    window.last_ts = ts
-                    continue
+            if window is not None and window.last_ts <= ts < window.end and 0 <= bytes_ <= window.top:
+                window.last_ts = ts
+                continue
             self.add_memory_sample(ts, bytes_, cfg, pod=pod)
 
     def record_oom(self, ts: float, memory_bytes: int, cfg: VpaConfig, *, pod: str = "", max_memory: int = 0) -> bool:
@@ -195,7 +214,7 @@ class ContainerState:
         ts = float(ts)
         window = self._window(pod, ts, cfg)
         interval = cfg.memory_aggregation_interval
-        if window.end is not None and ts < window.end - interval:
+        if ts < window.end - interval:  # an unopened window (_NEVER) starts at no time
             return False
         request = _amount(float(memory_bytes))
         memory_used = max(request, window.memory_peak)
@@ -215,7 +234,7 @@ class ContainerState:
             # Tandem cannot see deletions, so it forgets windows that ended more than one interval
             # before this sample without being extended (the pod has been silent since).
             horizon = ts - cfg.memory_aggregation_interval
-            stale = [p for p, w in self.windows.items() if w.end is not None and w.end <= horizon]
+            stale = [p for p, w in self.windows.items() if w.end != _NEVER and w.end <= horizon]
             for p in stale:
                 del self.windows[p]
             window = self.windows[pod] = _MemoryWindow()
@@ -223,10 +242,10 @@ class ContainerState:
 
     def _add_memory_peak(self, window: _MemoryWindow, ts: float, usage: int, is_oom: bool, cfg: VpaConfig) -> bool:
         # VPA: model/container.go addMemorySample.  OOM samples are always processed.
-        if not is_oom and window.last_ts is not None and ts < window.last_ts:
+        if not is_oom and ts < window.last_ts:  # never before _NEVER
             return False
         window.last_ts = ts
-        if window.end is None:  # the first sample opens the window
+        if window.end == _NEVER:  # the first sample opens the window
             window.end = ts
         half_life = cfg.memory_histogram_decay_half_life
         add_new_peak = False
@@ -240,15 +259,14 @@ class ContainerState:
             # shift = (ts - WindowEnd).Truncate(interval) + interval.
             interval = cfg.memory_aggregation_interval
             window.end += math.floor((ts - window.end) / interval) * interval + interval
-            window.memory_peak = 0
-            window.oom_peak = 0
+            window.set_peaks(0, 0)
             add_new_peak = True
         if add_new_peak:
             self.memory.add_sample(float(usage), 1.0, window.end, half_life)
             if is_oom:
-                window.oom_peak = usage
+                window.set_peaks(window.memory_peak, usage)
             else:
-                window.memory_peak = usage
+                window.set_peaks(usage, window.oom_peak)
         return True
 
     # -- lifecycle ------------------------------------------------------------------------------

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
+from typing import NamedTuple
 
 from .arithmetic import _RESOURCES, _amount, _scale
 from .config import VpaConfig
@@ -22,12 +22,13 @@ from .policy import ContainerPolicy, _policy_for
 __all__ = ["Recommendation", "cap_to_container_limits", "recommend"]
 
 
-@dataclass(frozen=True, slots=True)
-class Recommendation:
+class Recommendation(NamedTuple):
     """One container's recommendation, each a ``{"cpu": millicores, "memory": bytes}`` dict.
 
     Resources outside the policy's controlled resources are absent.  ``uncapped_target`` is the
-    target before minAllowed/maxAllowed capping (after rounding), as in the VPA status.
+    target before minAllowed/maxAllowed capping (after rounding), as in the VPA status.  A named
+    tuple, read-only: built on every recommender run, where a frozen dataclass paid an
+    ``object.__setattr__`` call per field.
     """
 
     target: dict[str, int]
