@@ -1,11 +1,14 @@
 """HVPA ``decide`` hands back the previous tick's outcome when its inputs repeat: never a different one.
 
-``HvpaPolicy.decide`` keeps the last outcome that changed nothing with the inputs it was decided
-from (``HvpaPolicy._inputs``: the event time only as the maintenance-window and stabilization
-answers).  These tests drive a memoizing policy and a fresh computation (``_decide``, no memo) with
-the same random ticks, crossing a maintenance window's edges, stabilization windows, OOM kills
-and changing recommendations, and require the same outcome and the same memory on every tick; and
-they replay the bundled example with every repeated tick computed again and compared.
+``HvpaPolicy.decide`` keeps the last outcome that changed nothing with the view it was decided
+from, and compares the next tick's view with it (the event time only as the maintenance-window
+and stabilization answers of ``HvpaPolicy._answers``).  These tests drive a memoizing policy and
+a fresh computation (``_decide``, no memo) with the same ticks, random ones crossing a
+maintenance window's edges, stabilization windows, OOM kills and changing recommendations, and
+require the same outcome and the same memory on every tick; and they replay the bundled example
+with every repeated tick computed again and compared.  Weakening any one comparison of the memo
+(the VPA's targets or conditions, the HPA's desired or max replicas or conditions, the spec, any
+of the time answers) makes one of them fail.
 """
 
 from __future__ import annotations
@@ -102,20 +105,26 @@ def _workload(ts: float, replicas: int, cpu: int, mem: int) -> WorkloadEvent:
     return event
 
 
-def _hpa(ts: float, desired: int, limited: bool) -> HpaEvent:
+def _hpa(ts: float, desired: int, limited: bool, max_replicas: int | None = None) -> HpaEvent:
     conditions = [{"type": "ScalingLimited", "status": "True" if limited else "False"}]
-    raw = {"type": "hpa", "ts": ts, "workload": WL, "desired_replicas": desired, "conditions": conditions}
+    raw: dict[str, Any] = {"type": "hpa", "ts": ts, "workload": WL, "desired_replicas": desired}
+    raw["conditions"] = conditions
+    if max_replicas is not None:
+        raw["max_replicas"] = max_replicas
     event = decode_event(raw)
     assert isinstance(event, HpaEvent)
     return event
 
 
-def _vpa(ts: float, cpu: int, mem: int, provided: bool) -> VpaEvent:
+def _vpa(ts: float, cpu: int, mem: int, provided: bool, lower_cpu: int | None = None) -> VpaEvent:
+    recommendation: dict[str, Any] = {"target": {"cpu": f"{cpu}m", "memory": f"{mem}M"}}
+    if lower_cpu is not None:
+        recommendation["lower_bound"] = {"cpu": f"{lower_cpu}m"}
     raw = {
         "type": "vpa",
         "ts": ts,
         "workload": WL,
-        "containers": {"web": {"target": {"cpu": f"{cpu}m", "memory": f"{mem}M"}}},
+        "containers": {"web": recommendation},
         "conditions": [{"type": "RecommendationProvided", "status": "True" if provided else "False"}],
     }
     event = decode_event(raw)
@@ -148,7 +157,7 @@ def test_a_repeated_tick_gets_the_outcome_a_fresh_decide_computes(manifest: dict
         tick += rng.choice((15.0, 15.0, 15.0, 15.0, 45.0, 300.0))
         roll = rng.random()
         if roll < 0.08:
-            hpa = _hpa(tick - 1, rng.randint(1, 7), rng.random() < 0.5)
+            hpa = _hpa(tick - 1, rng.randint(1, 7), rng.random() < 0.5, rng.choice((None, None, 4, 7)))
         elif roll < 0.14:
             vpa = _vpa(tick - 1, rng.choice((200, 500, 900, 1500)), rng.choice((300, 800, 2000)), rng.random() < 0.9)
         elif roll < 0.16:
@@ -157,9 +166,23 @@ def test_a_repeated_tick_gets_the_outcome_a_fresh_decide_computes(manifest: dict
             spec = _workload(tick - 1, rng.randint(1, 6), rng.choice((300, 500, 900)), rng.choice((500, 800)))
         elif roll < 0.19:
             hpa, vpa = (None, vpa) if rng.random() < 0.5 else (hpa, None)
-        elif roll < 0.20:
-            # The same values again in a new event: new objects compare by value.
-            hpa = None if hpa is None else _hpa(hpa.ts, hpa.desired_replicas, rng.random() < 0.5)
+        elif roll < 0.20 and hpa is not None:
+            # The same values again in a new event: new objects compare by value.  Or only the
+            # HPA's maxReplicas moves (HVPA 2.2 reads it: vertical scale-up once desired reaches it).
+            limited = hpa.conditions[0]["status"] == "True"
+            if rng.random() < 0.5:
+                hpa = _hpa(hpa.ts, hpa.desired_replicas, rng.random() < 0.5, hpa.max_replicas)
+            else:
+                hpa = _hpa(hpa.ts, hpa.desired_replicas, limited, rng.choice((None, 4, 7)))
+        elif roll < 0.22 and vpa is not None:
+            # The same targets in a new event, with other bounds (HVPA reads the targets only)
+            # or other conditions.
+            target = vpa.containers["web"].target
+            cpu_m, mem_m = target["cpu"].milli, target["memory"].milli // 1_000_000_000
+            provided = vpa.conditions is not None and vpa.conditions[0]["status"] == "True"
+            if rng.random() < 0.5:
+                provided = not provided
+            vpa = _vpa(vpa.ts, cpu_m, mem_m, provided, rng.choice((None, 100, 150)))
         view = View(tick, REF, spec, hpa, vpa, {}, dict(oom), {})
         got = memo.decide(view, memo_memory)
         want = fresh._decide(view, fresh_memory)
@@ -178,6 +201,62 @@ def test_a_repeated_tick_gets_the_outcome_a_fresh_decide_computes(manifest: dict
     assert hits > 300  # the memo was exercised, not only missed
 
 
+def test_a_tick_entering_the_maintenance_window_is_decided_again() -> None:
+    """Nothing but the time moves, across the window's start: the blocked scale-up must go."""
+    memo = parse_policy(released(40, window=True), REF)
+    fresh = parse_policy(released(40, window=True), REF)
+    assert isinstance(memo, HvpaPolicy) and isinstance(fresh, HvpaPolicy)
+    memo_memory: dict[str, Any] = {}
+    fresh_memory: dict[str, Any] = {}
+    spec = _workload(T0 - 600, 3, 500, 800)
+    hpa = _hpa(T0 - 600, 3, True, 3)  # at its max and limited: VPA may scale up (HVPA 2.2)
+    vpa = _vpa(T0 - 600, 1500, 2000, True)
+    decided = []
+    for i in range(80):  # 09:45 to 10:04:45, a tick every 15 s
+        view = View(T0 + 15.0 * i, REF, spec, hpa, vpa, {}, {}, {})
+        got = memo.decide(view, memo_memory)
+        assert got == fresh._decide(view, fresh_memory), view.tick
+        assert memo_memory == fresh_memory, view.tick
+        decided.append(bool(got.requests))
+    assert decided.index(True) == 60  # 10:00:00: the window includes its first second
+
+
+def test_after_many_misses_the_memo_pauses_then_hits_again() -> None:
+    """Targets that move every tick (bench_tick's recorded case): the memo stops trying for a while
+    (misses cost more than they save), decides the same meanwhile, and hits again once they settle."""
+    memo = parse_policy(released(0, window=False), REF)
+    fresh = parse_policy(released(0, window=False), REF)
+    assert isinstance(memo, HvpaPolicy) and isinstance(fresh, HvpaPolicy)
+    memo_memory: dict[str, Any] = {}
+    fresh_memory: dict[str, Any] = {}
+    spec = _workload(T0 - 600, 3, 500, 800)
+    hpa = _hpa(T0 - 600, 3, False)
+    tried = 0
+    answers = memo._answers
+
+    def counted(view: View, last_scale: float | None) -> tuple[Any, ...]:
+        nonlocal tried
+        tried += 1  # asked once per outcome kept for the next tick
+        return answers(view, last_scale)
+
+    memo._answers = counted  # type: ignore[method-assign]
+    hits = []
+    previous: Outcome | None = None
+    for i in range(300):
+        if i == 150:
+            assert tried < 20  # not 150: kept 8 times, then once after each pause of 8, 16, 32, 64
+        if i < 150 or i == 200:
+            vpa = _vpa(T0 + 15.0 * i - 1, 500 + 10 * (i % 7), 800, True)  # moves, unchanged by weight 0
+        view = View(T0 + 15.0 * i, REF, spec, hpa, vpa, {}, {}, {})
+        got = memo.decide(view, memo_memory)
+        assert got == fresh._decide(view, fresh_memory), i
+        assert memo_memory == fresh_memory, i
+        hits.append(got is previous)
+        previous = got
+    assert not any(hits[:150])
+    assert all(hits[150 + 66 : 200]) and all(hits[202:])  # at most 64 ticks paused, then one stored
+
+
 def test_the_example_replays_the_same_with_every_repeated_tick_decided_again(monkeypatch: pytest.MonkeyPatch) -> None:
     hits = 0
 
@@ -185,7 +264,7 @@ def test_the_example_replays_the_same_with_every_repeated_tick_decided_again(mon
         nonlocal hits
         before = copy.deepcopy(memory)
         out = memoized(self, view, memory)
-        if self._last is not None and out is self._last[1]:
+        if self._last is not None and out is self._last.outcome:
             hits += 1
             again = copy.deepcopy(before)
             assert HvpaPolicy._decide(self, view, again) == out

@@ -9,7 +9,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
-from ...events import WorkloadRef
+from ...events import VpaRecommendation, WorkloadRef
 from ...outcome import Outcome, View
 from ...quantity import bytes_of, format_quantity
 from ...recommend.vpa import ContainerPolicy as VpaContainerPolicy
@@ -40,6 +40,51 @@ class _Axis:
     limits: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
+#: :meth:`HvpaPolicy.decide` stops trying its memo after this many misses in a row (the example's
+#: and the fleet's longest run is 5), for 8 ticks, then 16, 32, up to :data:`_SKIP_MAX`, until a hit.
+_MISSES = 8
+_SKIP_MAX = 64
+
+
+class _Memo:
+    """:meth:`HvpaPolicy.decide`'s last outcome that changed nothing, with what it was decided
+    from: the tick's view and the answers of :meth:`HvpaPolicy._answers` (time, ``lastScaleTime``)."""
+
+    __slots__ = ("answers", "outcome", "view")
+
+    def __init__(self, view: View, answers: tuple[Any, ...], outcome: Outcome) -> None:
+        self.view = view
+        self.answers = answers
+        self.outcome = outcome
+
+
+def _same_targets(a: Mapping[str, VpaRecommendation], b: Mapping[str, VpaRecommendation]) -> bool:
+    """Two VPA recommendations' per-container targets are equal (the bounds, which HVPA does not
+    read, may differ).  Quantities by identity, then by their two values: a ``Qty`` of the same
+    text is usually the same object (``events._qty_of_text``), and a dataclass ``__eq__`` is a
+    Python call (about 0.3 µs) where the values compare in place."""
+    if a is b:
+        return True
+    if len(a) != len(b):
+        return False
+    for cname, rec in a.items():
+        other = b.get(cname)
+        if other is None:
+            return False
+        if rec is other:
+            continue
+        target, was = rec.target, other.target
+        if target is was:
+            continue
+        if len(target) != len(was):
+            return False
+        for res, q in target.items():
+            p = was.get(res)
+            if p is None or (q is not p and (q.milli != p.milli or q.text != p.text)):
+                return False
+    return True
+
+
 class HvpaPolicy:
     """Gardener HVPA, weight-based (released v0.17.0 rules, or the seed proposal's modes)."""
 
@@ -52,16 +97,20 @@ class HvpaPolicy:
         #: ``spec.container_policy`` per container name, as asked (the spec is frozen).
         self._container_policies: dict[str, ContainerPolicy | None] = {}
         #: The four stabilization durations :meth:`_decide` may compare the time since the last
-        #: scaling with (HPA up/down, VPA up/down), for :meth:`_inputs`.
+        #: scaling with (HPA up/down, VPA up/down), for :meth:`_answers`.
         self._stabilizations = (
             spec.hpa_up.stabilization,
             spec.hpa_down.stabilization,
             spec.vpa_up.stabilization,
             spec.vpa_down.stabilization,
         )
-        #: The last tick's inputs (:meth:`_inputs`) and the outcome decided from them, while that
+        #: The last tick's view and ``lastScaleTime`` and the outcome decided from them, while that
         #: outcome changed nothing (see :meth:`decide`).
-        self._last: tuple[tuple[Any, ...], Outcome] | None = None
+        self._last: _Memo | None = None
+        #: Ticks tried in a row whose view differed from the memo's, and ticks left to decide
+        #: without trying (see :meth:`decide`).
+        self._misses = 0
+        self._skip = 0
 
     def bounds(self) -> Bounds:
         """minReplicas..maxReplicas and each container policy's minAllowed/maxAllowed."""
@@ -96,35 +145,86 @@ class HvpaPolicy:
 
         Most ticks of a workload repeat the one before (the HPA's desired replicas, the VPA's
         targets and the spec move slowly; 14,624 of the example's 17,443 ticks were "blocked, same
-        as before"), and :meth:`_decide` is a function of :meth:`_inputs` alone: the event time
-        enters it only through the maintenance window and the stabilization checks, whose answers
-        are part of the inputs.  Only an outcome that changes nothing is kept, so a repeated tick
-        writes nothing to ``memory`` either (``lastScaleTime`` is written with a change alone).
-        A cache, not state: a policy parsed again (a restored worker) decides afresh, the same.
+        as before"), and :meth:`_decide` is a function of what is compared below alone: the event
+        time enters it only through the maintenance window and the stabilization checks, whose
+        answers (:meth:`_answers`) are compared instead.  Only an outcome that changes nothing is
+        kept, so a repeated tick writes nothing to ``memory`` either (``lastScaleTime`` is written
+        with a change alone).  A cache, not state: a policy parsed again (a restored worker)
+        decides afresh, the same.
+
+        A miss costs little (the comparison stops at the first difference, most often a new VPA
+        recommendation) but is not free; after :data:`_MISSES` in a row the memo is not tried
+        for a while (bench_tick's recorded case: targets that move on every tick).
         """
-        inputs = self._inputs(view, memory)
-        last = self._last
-        if last is not None and last[0] == inputs:
-            return last[1]
+        if self._skip:
+            self._skip -= 1
+            return self._decide(view, memory)
+        last_scale: float | None = memory.get("last_scale_time")
+        memo = self._last
+        if memo is not None:
+            # Whether _decide would read the same as at the memo's tick; kept in step with it: a
+            # value it starts to read must be compared here.  What moves most often first, the
+            # time answers last (only for a tick whose events all repeat); events by identity
+            # before their values (between two events a view holds the same objects).
+            s = self.spec
+            before = memo.view
+            vpa, was = view.vpa, before.vpa
+            hpa, had = view.hpa, before.hpa
+            if (
+                # The VPA's targets (not its bounds, which HVPA does not read) and conditions.
+                (
+                    vpa is was
+                    or not s.vpa_deploy
+                    or (
+                        vpa is not None
+                        and was is not None
+                        and _same_targets(vpa.containers, was.containers)
+                        and vpa.conditions == was.conditions
+                    )
+                )
+                # The HPA's desired and max replicas and conditions.
+                and (
+                    hpa is had
+                    or not s.hpa_deploy
+                    or (
+                        hpa is not None
+                        and had is not None
+                        and hpa.desired_replicas == had.desired_replicas
+                        and hpa.max_replicas == had.max_replicas
+                        and hpa.conditions == had.conditions
+                    )
+                )
+                # The spec as a whole (replicas, containers' requests and limits; its ``ts`` too,
+                # so a new workload event is a new input even when its values repeat).
+                and (view.spec is before.spec or view.spec == before.spec)
+                # lastScaleTime is read only through these answers (a scaling is never memoized).
+                and self._answers(view, last_scale) == memo.answers
+            ):
+                memo.view = view  # the newest, so that the next tick's events match it by identity
+                if self._misses:
+                    self._misses = 0
+                return memo.outcome
+            self._misses = misses = self._misses + 1
+            if misses >= _MISSES:
+                # A workload whose every tick differs from the one before (recorded VPA targets
+                # that move every tick): trying costs more than it saves.  Decide afresh for a
+                # while, longer the longer it lasts, then try again.
+                self._skip = min(1 << (misses - _MISSES + 3), _SKIP_MAX) - 1
+                self._last = None
+                return self._decide(view, memory)
         out = self._decide(view, memory)
-        self._last = (inputs, out) if out.proposes_nothing else None
+        # The view is kept as it is: the next tick compares with it, stopping at the first difference.
+        self._last = _Memo(view, self._answers(view, last_scale), out) if out.proposes_nothing else None
         return out
 
-    def _inputs(self, view: View, memory: Mapping[str, Any]) -> tuple[Any, ...]:
-        """Everything :meth:`_decide` reads besides the (frozen) spec, time as the answers it asks:
-        the maintenance window at the tick (HVPA utils/timewindow.go) and, per stabilization
-        duration, whether the last scaling is within it (HVPA 2.9).
-
-        Kept in step with :meth:`_decide`: a value it starts to read must be added here.
-        ``view.spec`` is compared as a whole (replicas, containers' requests and limits; its
-        ``ts`` too, so a new workload event is a new input even when its values repeat), the HPA
-        by the fields read (desired and max replicas, conditions), the VPA by its recommendations
-        and conditions, the OOM kills by whether one is newer than the last scaling (HVPA 2.10).
+    def _answers(self, view: View, last_scale: float | None) -> tuple[Any, ...]:
+        """What :meth:`_decide` asks of the tick's time and OOM kills: the maintenance window at
+        the tick (HVPA utils/timewindow.go), per stabilization duration whether the last scaling
+        is within it (HVPA 2.9), and whether an OOM kill is newer than the last scaling (HVPA 2.10).
         """
-        s = self.spec
+        window = self.spec.window
         now = view.tick
         oom = view.oom
-        last_scale: float | None = memory.get("last_scale_time")
         if last_scale is None:
             within: tuple[bool, ...] | None = None  # never scaled: no window holds anything back
             override = bool(oom)
@@ -132,18 +232,8 @@ class HvpaPolicy:
             elapsed = now - last_scale  # _within's own arithmetic: now - last < duration
             hpa_up, hpa_down, vpa_up, vpa_down = self._stabilizations
             within = (elapsed < hpa_up, elapsed < hpa_down, elapsed < vpa_up, elapsed < vpa_down)
-            override = bool(oom) and any(ts > last_scale for ts in oom.values())
-        hpa = view.hpa if s.hpa_deploy else None
-        vpa = view.vpa if s.vpa_deploy else None
-        return (
-            None if s.window is None else s.window.contains(now),
-            within,
-            override,
-            last_scale,
-            view.spec,
-            None if hpa is None else (hpa.desired_replicas, hpa.max_replicas, hpa.conditions),
-            None if vpa is None else (vpa.containers, vpa.conditions),
-        )
+            override = False if not oom else any(ts > last_scale for ts in oom.values())
+        return (None if window is None else window.contains(now), within, override)
 
     def _decide(self, view: View, memory: dict[str, Any]) -> Outcome:
         s = self.spec
