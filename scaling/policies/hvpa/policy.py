@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any
@@ -16,7 +15,6 @@ from ...recommend.vpa import ContainerPolicy as VpaContainerPolicy
 from ..bounds import Bounds, ContainerBounds
 from ..templates import HpaTemplate, VpaTemplate
 from .rules import (
-    _ONE,
     _off,
     _round_kb,
     _within,
@@ -30,14 +28,17 @@ from .spec import RESOURCES, ContainerPolicy, HvpaSpec, parse_hvpa
 __all__ = ["HvpaPolicy", "hvpa_bounds", "parse_hvpa_policy"]
 
 
-@dataclass(slots=True)
 class _Axis:
-    """One axis's wish in a tick, before the seed modes pick between HPA and VPA."""
+    """One axis's wish in a tick, before the seed modes pick between HPA and VPA (a plain class:
+    two per tick, and a dataclass's default factories are calls)."""
 
-    replicas: int | None = None
-    wanted_replicas: int | None = None
-    requests: dict[str, dict[str, int]] = field(default_factory=dict)
-    limits: dict[str, dict[str, int]] = field(default_factory=dict)
+    __slots__ = ("limits", "replicas", "requests", "wanted_replicas")
+
+    def __init__(self) -> None:
+        self.replicas: int | None = None
+        self.wanted_replicas: int | None = None
+        self.requests: dict[str, dict[str, int]] = {}
+        self.limits: dict[str, dict[str, int]] = {}
 
 
 #: :meth:`HvpaPolicy.decide` stops trying its memo after this many misses in a row (the example's
@@ -107,6 +108,10 @@ class HvpaPolicy:
         #: The last tick's view and ``lastScaleTime`` and the outcome decided from them, while that
         #: outcome changed nothing (see :meth:`decide`).
         self._last: _Memo | None = None
+        #: The last VPA conditions seen and whether they make its recommendation usable (HVPA 2.5).
+        self._usable: tuple[Any, bool] | None = None
+        #: :meth:`_weight` per (current, desired replicas): a policy sees a few pairs.
+        self._weights: dict[tuple[int, int], tuple[int, int, str, str]] = {}
         #: Ticks tried in a row whose view differed from the memo's, and ticks left to decide
         #: without trying (see :meth:`decide`).
         self._misses = 0
@@ -139,6 +144,19 @@ class HvpaPolicy:
             for p in s.containers
         }
         return VpaTemplate(policies)
+
+    def _weight(self, current: int, desired: int) -> tuple[int, int, str, str]:
+        """The VPA weight (HVPA 2.3) as ``p``, ``q`` of the fraction ``p/q`` and its vpaWeight and
+        hpaWeight texts, remembered: the weight is a function of the two replica counts (the
+        intervals are the spec's), and ``Fraction`` arithmetic and formatting cost more than the
+        rest of a tick's weight handling."""
+        s = self.spec
+        weight = vpa_weight(s.intervals, current, desired, s.min_replicas, s.max_replicas)
+        texts = _weight_texts(weight.numerator, weight.denominator, s.form)
+        if len(self._weights) >= 4096:
+            self._weights.clear()  # bounded: replica counts are few, but not by contract
+        found = self._weights[(current, desired)] = (weight.numerator, weight.denominator, *texts)
+        return found
 
     def decide(self, view: View, memory: dict[str, Any]) -> Outcome:
         """One tick; the previous tick's outcome again when what :meth:`_decide` reads is the same.
@@ -248,7 +266,11 @@ class HvpaPolicy:
         hpa = view.hpa if s.hpa_deploy else None
         desired = hpa.desired_replicas if hpa is not None else current
         max_r = hpa.max_replicas if hpa is not None and hpa.max_replicas is not None else s.max_replicas
-        weight = vpa_weight(s.intervals, current, desired, s.min_replicas, s.max_replicas)
+        # HVPA 2.3: the stage's VPA weight, as integers p/q, and its texts, per (current, desired).
+        weight = self._weights.get((current, desired))
+        if weight is None:
+            weight = self._weight(current, desired)
+        w_num, w_den, vpa_text, hpa_text = weight
         vpa = view.vpa if s.vpa_deploy else None
         out.inputs = {"replicas": current}
         if hpa is not None:
@@ -258,10 +280,11 @@ class HvpaPolicy:
                 c: {r: q.text for r, q in rec.target.items()} for c, rec in sorted(vpa.containers.items())
             }
 
+        hpa_up_off = _off(s.hpa_up, s.window, now)
         # HVPA 2.2: vertical scale-UP only once the HPA cannot scale out any more.
         limited = (
             not s.hpa_deploy
-            or _off(s.hpa_up, s.window, now)
+            or hpa_up_off
             or (
                 hpa is not None
                 and bool(hpa.conditions)
@@ -274,19 +297,18 @@ class HvpaPolicy:
             # unconditionally"; otherwise the weights alone share the change (no HPA gate).
             limited = True
 
-        vpa_text, hpa_text = _weight_texts(weight.numerator, weight.denominator, s.form)
         out.reasons.append(f"hvpa: vpaWeight {vpa_text} at {current} replicas (hpaWeight {hpa_text})")
         if override:
             out.reasons.append("hvpa: OOM kill since the last scaling overrides scale-up stabilization and minChange")
 
-        horizontal = self._horizontal(view, out, current, desired, hpa is not None, weight, last_scale, override)
-        # Seed modes other than weight-based apply whichever recommendation they pick whole.
-        v_weight = _ONE if s.form == "seed" and s.mode != "WeightBased" else weight
-        vertical = self._vertical(view, out, vpa, current, v_weight, limited, last_scale, override)
+        horizontal = self._horizontal(view, out, current, desired, hpa is not None, w_num, w_den, last_scale, override)
+        if s.form == "seed" and s.mode != "WeightBased":
+            w_num = w_den = 1  # seed modes other than weight-based apply the recommendation they pick whole
+        vertical = self._vertical(view, out, vpa, current, w_num, w_den, limited, last_scale, override)
         self._apply_mode(view, out, current, desired, horizontal, vertical, vpa)
 
         # HVPA 2.8: isScalingOff inspects HPA scale-up and VPA scale-up only (released quirk).
-        if s.form == "released" and _off(s.hpa_up, s.window, now) and _off(s.vpa_up, s.window, now):
+        if s.form == "released" and hpa_up_off and _off(s.vpa_up, s.window, now):
             out.replicas = None
             out.requests.clear()
             out.limits.clear()
@@ -309,7 +331,8 @@ class HvpaPolicy:
         current: int,
         desired: int,
         has_hpa: bool,
-        weight: Fraction,
+        w_num: int,
+        w_den: int,
         last_scale: float | None,
         override: bool,
     ) -> _Axis:
@@ -319,8 +342,8 @@ class HvpaPolicy:
             return axis
         # current + (desired - current) x (1 - weight), ceil up / floor down, in integers: with
         # weight = p/q the change is (desired - current)(q - p)/q, exactly.
-        q = weight.denominator
-        hpa_share = q - weight.numerator
+        q = w_den
+        hpa_share = q - w_num
         change = (desired - current) * hpa_share
         new = current + (-(-change // q) if desired > current else change // q)
         if s.form == "seed" and s.mode != "WeightBased":
@@ -352,7 +375,8 @@ class HvpaPolicy:
         out: Outcome,
         vpa: Any,
         current: int,
-        weight: Fraction,
+        w_num: int,
+        w_den: int,
         limited: bool,
         last_scale: float | None,
         override: bool,
@@ -361,7 +385,11 @@ class HvpaPolicy:
         axis = _Axis()
         if vpa is None:
             return axis
-        if not vpa_usable(vpa.conditions):
+        conditions = vpa.conditions
+        usable = self._usable
+        if usable is None or (conditions is not usable[0] and conditions != usable[0]):
+            usable = self._usable = (conditions, vpa_usable(conditions))
+        if not usable[1]:
             out.reasons.append(
                 "hvpa: VPA recommendation ignored (conditions: not provided, unsupported or low confidence)"
             )
@@ -369,11 +397,9 @@ class HvpaPolicy:
         now = view.tick
         if override:
             limited = True
-            if weight.numerator == 0:
-                weight = Fraction(1, 100)  # HVPA PR #56-#62: weight 0 becomes 1 under the override
+            if w_num == 0:
+                w_num, w_den = 1, 100  # HVPA PR #56-#62: weight 0 becomes 1 under the override
         seed_up_full = s.form == "seed" and current >= s.max_replicas
-        # The weight's integers, read once (``Fraction.numerator`` is a Python-level property).
-        w_num, w_den = weight.numerator, weight.denominator
         weight_based = s.mode == "WeightBased"
         for cname in sorted(vpa.containers):
             if cname not in view.spec.containers:
@@ -388,12 +414,14 @@ class HvpaPolicy:
             if cpol is not None and cpol.mode == "Off":
                 continue
             requests_only = cpol is not None and cpol.controlled_values == "RequestsOnly"
+            targets = rec.target
             for res in RESOURCES:
-                if res not in rec.target:
+                q = targets.get(res)
+                if q is None:
                     continue
                 if cpol is not None and cpol.controlled_resources is not None and res not in cpol.controlled_resources:
                     continue
-                target = rec.target[res].milli
+                target = q.milli
                 if cpol is not None:
                     # tandem invariant 3: never leave minAllowed/maxAllowed (upstream trusts VPA's capping).
                     if res in cpol.max_allowed:
@@ -406,10 +434,10 @@ class HvpaPolicy:
                 lim = lim_q.milli if lim_q else 0
                 if target == req:
                     continue
-                num, den = (1, 1) if seed_up_full and target > req else (w_num, w_den)  # w = _ONE
+                num, den = (1, 1) if seed_up_full and target > req else (w_num, w_den)  # w = 1
                 delta = _weighted_delta(res, target, req, num, den)
                 tgt = f"{cname}/{res}"
-                wanted = format_quantity(res, rec.target[res].milli)
+                wanted = _formatted(res, q.milli)
                 if num == 0 and weight_based:
                     out.block(tgt, "Weight", wanted)
                     continue
@@ -544,6 +572,10 @@ def _weighted_delta(res: str, target: int, req: int, num: int, den: int) -> int:
         return (n // den if n >= 0 else -(-n // den)) * 1000
     n = (target - req) * num
     return n // den if n >= 0 else -(-n // den)
+
+
+#: ``format_quantity``, remembered: the values a workload's VPA recommends repeat (a few thousand at most).
+_formatted = lru_cache(maxsize=4096)(format_quantity)
 
 
 @lru_cache(maxsize=256)
