@@ -108,6 +108,8 @@ class HvpaPolicy:
         #: The last tick's view and ``lastScaleTime`` and the outcome decided from them, while that
         #: outcome changed nothing (see :meth:`decide`).
         self._last: _Memo | None = None
+        #: :meth:`hpa_template`, once asked.
+        self._hpa_template: tuple[HpaTemplate | None] | None = None
         #: The last VPA conditions seen and whether they make its recommendation usable (HVPA 2.5).
         self._usable: tuple[Any, bool] | None = None
         #: :meth:`_weight` per (current, desired replicas): a policy sees a few pairs.
@@ -122,11 +124,20 @@ class HvpaPolicy:
         return hvpa_bounds(self.kind, self.name, self.spec.min_replicas, self.spec.max_replicas, self.spec.containers)
 
     def hpa_template(self, memory: Mapping[str, Any]) -> HpaTemplate | None:
-        """The HPA HVPA would deploy: tandem computes its recommendation when no cluster sends one."""
-        s = self.spec
-        if not s.hpa_deploy or not s.hpa_metrics:
-            return None
-        return HpaTemplate(s.hpa_metrics, s.hpa_behavior, s.min_replicas, s.max_replicas)
+        """The HPA HVPA would deploy: tandem computes its recommendation when no cluster sends one.
+
+        A function of the (frozen) spec alone, so built once per policy: the own HPA asks on
+        every tick of a workload without a cluster's HPA."""
+        cached = self._hpa_template
+        if cached is None:
+            s = self.spec
+            template = (
+                HpaTemplate(s.hpa_metrics, s.hpa_behavior, s.min_replicas, s.max_replicas)
+                if s.hpa_deploy and s.hpa_metrics
+                else None
+            )
+            cached = self._hpa_template = (template,)
+        return cached[0]
 
     def vpa_template(self) -> VpaTemplate | None:
         """The VPA HVPA would deploy (always ``updateMode: Off``): its container policies."""
