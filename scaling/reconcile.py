@@ -66,9 +66,12 @@ def ingest(state: WorkloadState, event: Event, raw: Mapping[str, Any], settings:
     _apply(state, event, raw, policy_obj, settings)
     period = settings.sync_period
     tick = float(math.ceil(ts / period) * period)  # tick_of, inline: once per event
-    if state.last_tick is None or tick > state.last_tick:
-        state.pending_tick = tick if pending is None else max(pending, tick)
-    state.last_ts = ts if state.last_ts is None else max(state.last_ts, ts)
+    last_tick = state.last_tick
+    if last_tick is None or tick > last_tick:
+        state.pending_tick = tick if pending is None or tick > pending else pending  # max, without a call
+    last_ts = state.last_ts
+    if last_ts is None or ts > last_ts:
+        state.last_ts = ts
     return out
 
 
@@ -122,7 +125,9 @@ def policy_of(state: WorkloadState) -> Policy | None:
 
 def _reconcile(state: WorkloadState, tick: float, settings: Settings) -> list[Emitted]:
     state.last_tick = tick
-    policy = policy_of(state)
+    policy = state.policy
+    if policy is None:
+        policy = policy_of(state)  # parsed again after a restore
     spec: WorkloadEvent | None = state.spec
     if policy is None or spec is None:
         return []
@@ -139,15 +144,20 @@ def _reconcile(state: WorkloadState, tick: float, settings: Settings) -> list[Em
         vpa, published = own.own_vpa(state, policy, spec, tick, settings)
         if published is not None:
             emitted.append(("vpa", published))
-    view = View(
-        tick,
-        ref,
-        spec,
-        hpa,
-        vpa,
-        {k: (ts, _series_sample(k, v)) for k, (ts, v) in state.series.items()} if state.series else _EMPTY,
-        dict(state.oom) if state.oom else _EMPTY,
-        _view_settings(settings),
+    view_settings = _VIEW_SETTINGS[0][1] if _VIEW_SETTINGS and _VIEW_SETTINGS[0][0] is settings else None
+    # View(...), without the named tuple's __new__ (a Python function of eight arguments).
+    view = _new_view(
+        View,
+        (
+            tick,
+            ref,
+            spec,
+            hpa,
+            vpa,
+            {k: (ts, _series_sample(k, v)) for k, (ts, v) in state.series.items()} if state.series else _EMPTY,
+            dict(state.oom) if state.oom else _EMPTY,
+            view_settings if view_settings is not None else _view_settings(settings),
+        ),
     )
     kind = policy.kind
     memory = state.memory.get(kind)
@@ -202,6 +212,7 @@ def _policy_block(kind: str, name: str, mode: str) -> dict[str, Any]:
     return {"kind": kind, "name": name, "mode": mode}
 
 
+_new_view = tuple.__new__
 #: What a view holds for a workload without custom-metric samples or OOM kills (shared, read-only).
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
 #: The settings as views show them, for the last ``Settings`` asked (the one of the run): (it, them).
