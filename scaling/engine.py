@@ -52,7 +52,11 @@ class Engine:
         """Decode (unless given) and ingest one event.  Raises :class:`InvalidEvent` for bad input."""
         if event is None:
             event = decode_event(raw)
-        return ingest(self.state_for(event.workload.key), event, raw, self.settings)
+        key = event.workload.key
+        state = self.states.get(key)  # state_for's common case, without its call
+        if state is None:
+            state = self.state_for(key)
+        return ingest(state, event, raw, self.settings)
 
     def flush(self) -> list[Emitted]:
         out: list[Emitted] = []
