@@ -22,7 +22,9 @@ For each fleet size N:
    up when every scrape after the warm-up (the first third) drains before the next one starts.
 
 Prints per N: messages/s offered, the median and largest drain time, the worker's CPU use over the
-steady scrapes (user + system, from ``/proc``; 100 % is one core) and its RSS, and the verdict.
+steady scrapes (user + system, from ``/proc``; 100 % is one core), the same as CPU milliseconds per
+message offered (comparable between trees on a busy machine, as long as the worker kept up), its
+RSS, and the verdict.
 """
 
 from __future__ import annotations

@@ -414,9 +414,19 @@ def test_two_workers_split_partitions_and_a_rebalance_loses_nothing(kafka_broker
     expected = audit_of(replay(tmp_path, stream, policies))
     assert {e["subject"] for e in expected} == {f"c1/shop/Deployment/{n}" for n in names}
 
+    # The stream in two parts split at a tick boundary (ticks at multiples of the 15 s sync period):
+    # the second is published only once the newcomer owns its partitions, so there is work in
+    # progress to take over however fast the first worker is.  Nothing of the second part is
+    # older than the tick the first worker may have flushed at the end of the first.
+    cut = T0 + 1800.0
+    lines = stream.read_bytes().splitlines(keepends=True)
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_bytes(b"".join(line for line in lines if orjson.loads(line)["ts"] <= cut))
+    second.write_bytes(b"".join(line for line in lines if orjson.loads(line)["ts"] > cut))
+
     prefix = _prefix()
     env = env_for(kafka_broker, prefix, TANDEM_BATCH_SIZE="20", TANDEM_BATCH_WITHIN="0.02")
-    publish(env, stream, policies)
+    publish(env, first, policies)
     with workers() as ws:
         a = Worker(tmp_path, "a", env)
         ws.append(a)
@@ -429,6 +439,7 @@ def test_two_workers_split_partitions_and_a_rebalance_loses_nothing(kafka_broker
         b = Worker(tmp_path, "b", env)
         ws.append(b)
         wait_for(lambda: b.assigned() and b.assigned()[-1], 60, interval=0.2, message=lambda: b.text()[-3000:])
+        publish(env, second, [])
         wait_for(
             lambda: {e["id"] for e in expected} <= {e["id"] for e in read_events(kafka_broker, prefix + "audit")},
             180,
