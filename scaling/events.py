@@ -534,26 +534,8 @@ def _decode_metric(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> Metri
             return _new_tuple(MetricEvent, (ts, ref, tuple(samples), (), "metric"))  # every sample taken
         for i in range(len(samples), len(batch)):  # those before i were all taken above
             raw = batch[i]
-            # _fast_sample, inline (the hot path of every decoder: a call per sample was a tenth
-            # of decoding); whatever it does not accept takes the full decoder below.
-            if type(raw) is dict and raw.keys() == _USAGE_SAMPLE:
-                # The collector's sample, exactly these four fields: read by key, not by get().
-                pod = raw["pod"]
-                container = raw["container"]
-                cpu = raw["cpu"]
-                mem = raw["memory"]
-                if (
-                    type(pod) is str
-                    and pod
-                    and type(container) is str
-                    and container
-                    and type(cpu) is float
-                    and 0.0 <= cpu <= _CPU_MAX_CORES
-                    and type(mem) is int
-                    and 0 <= mem <= _MEM_MAX_BYTES
-                ):
-                    append(new(ContainerSample, (pod, container, cpu, mem, True, False)))
-                    continue
+            # The plain sample the loop above takes is a case of the general one here (same
+            # tuple: ready True, oom False), so a batch that left that loop needs no second copy.
             if type(raw) is dict and raw.keys() <= known:
                 pod = raw.get("pod")
                 container = raw.get("container")

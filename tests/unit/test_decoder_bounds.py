@@ -69,3 +69,15 @@ def test_a_batched_sample_decodes_as_the_sample_decoder_says(raw: dict[str, obje
     except InvalidEvent as exc:
         got = str(exc)
     assert got == want and type(got) is type(want)
+
+
+def test_a_plain_sample_after_another_kind_decodes_as_it_does_alone() -> None:
+    """A batch leaves the plain-sample loop at its first other sample; the rest take the general path."""
+    plain = {"pod": "web-1", "container": "app", "cpu": 0.25, "memory": 300_000_000}
+    other = {"pod": "web-0", "container": "app", "cpu": 0.5, "ready": False}
+    alone = decode_event({"type": "metric", "ts": 1.0, "workload": WL, "samples": [plain]})
+    mixed = decode_event({"type": "metric", "ts": 1.0, "workload": WL, "samples": [other, plain, dict(plain)]})
+    assert isinstance(alone, MetricEvent) and isinstance(mixed, MetricEvent)
+    assert tuple(mixed.samples[1]) == tuple(alone.samples[0]) == ("web-1", "app", 0.25, 300_000_000, True, False)
+    assert tuple(mixed.samples[2]) == tuple(alone.samples[0])
+    assert tuple(mixed.samples[0]) == ("web-0", "app", 0.5, None, False, False)
