@@ -33,6 +33,7 @@ __all__ = [
     "delay_seek_after_recovery",
     "faust_fetch_state",
     "in_consumer_thread",
+    "install_eager_delivery",
     "install_fetch_snapshot_fix",
     "install_recovery_order_fix",
     "on_wait_empty",
@@ -356,3 +357,94 @@ def on_wait_empty(app: Any, hook: Callable[[], Awaitable[None]]) -> None:
 
     Consumer.wait_empty = wait_empty  # type: ignore[method-assign]
     _wait_empty_installed = True
+
+
+# ------------------------------------------------------------- delivery without a race per message
+
+_eager_installed = False
+
+
+class _Resume:
+    """Awaitable that finishes a coroutine already driven up to its first suspension.
+
+    ``coro.send(None)`` returned ``first``, the future the coroutine waits for.  Awaiting this
+    object hands that very future to the task that awaits it (a bare ``yield`` of a blocking
+    future is how ``asyncio.Task`` is told what to wait for) and then goes on driving ``coro``
+    exactly as a task would, including cancellation, which is thrown into ``coro``.
+    """
+
+    __slots__ = ("coro", "first")
+
+    def __init__(self, coro: Any, first: Any) -> None:
+        self.coro = coro
+        self.first = first
+
+    def __await__(self) -> Any:
+        coro, step = self.coro, self.first
+        while True:
+            try:
+                yield step
+            except BaseException as exc:  # cancellation (or GeneratorExit): into the coroutine
+                try:
+                    step = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    step = coro.send(None)
+                except StopIteration as stop:
+                    return stop.value
+
+
+def install_eager_delivery() -> None:
+    """Hand each fetched message to the streams without four tasks and a race per message.
+
+    Faust 0.15.3's fetch loop (``Consumer._drain_messages``) delivers every message with
+    ``await self.wait_first(callback(message), self.suspend_flow.wait())``: mode's ``wait_first``
+    wraps both, and the service's ``stopped`` and ``crashed`` events, in four tasks, waits for the
+    first with ``asyncio.wait`` and cancels the other three, so that a delivery blocked on a full
+    stream buffer is abandoned when a rebalance suspends the flow.  Almost every delivery never
+    blocks (the conductor puts the event in a queue with room), yet it paid for all of that:
+    ``py-spy`` put 10.5 % of a live worker's CPU in those tasks and their callbacks, more than the
+    decision core (docs/performance.md, "the worker, sixth pass").
+
+    So, for that call only, the delivery is first driven inline: when the flow runs and the service
+    neither stopped nor crashed, ``callback(message)`` is stepped once; if it finishes without
+    waiting (the common case) that is the result, exactly what the race would have returned, and
+    the unused ``suspend_flow.wait()`` coroutine is closed unstarted.  If it has to wait, the rest
+    of it runs under the original race (:class:`_Resume` continues the same coroutine), so a
+    blocked delivery is still abandoned when the flow is suspended.  Any other call, or a
+    suspended flow, goes to ``wait_first`` unchanged.
+    """
+    global _eager_installed
+    if _eager_installed:
+        return
+    from mode.services import WaitResults
+
+    original = Consumer.wait_first
+
+    @functools.wraps(original)
+    async def wait_first(self: Any, *coros: Any, timeout: Any = None) -> Any:
+        if (
+            len(coros) == 2
+            and timeout is None
+            and asyncio.iscoroutine(coros[0])
+            and asyncio.iscoroutine(coros[1])
+            and not self.suspend_flow.is_set()
+            and not self._stopped.is_set()
+            and not self._crashed.is_set()
+        ):
+            delivery, suspended = coros
+            try:
+                first = delivery.send(None)
+            except StopIteration as stop:
+                suspended.close()
+                return WaitResults([delivery], [stop.value], False)
+            except BaseException:
+                suspended.close()
+                raise
+            return await original(self, _Resume(delivery, first), suspended)
+        return await original(self, *coros, timeout=timeout)
+
+    Consumer.wait_first = wait_first  # type: ignore[method-assign]
+    _eager_installed = True

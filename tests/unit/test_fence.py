@@ -140,3 +140,124 @@ def test_aiokafka_gets_a_snapshot_of_the_active_partitions_and_nothing_is_fetche
     assert isinstance(thread.seen[0], frozenset) and thread.seen[0] == {A, B}
     assert asyncio.run(driver.AIOKafkaConsumerThread._fetch_records(thread, None, set())) == {}
     assert len(thread.seen) == 1  # aiokafka was not asked for "everything"
+
+
+# ------------------------------------------------------------------ eager delivery (issue 17)
+
+
+class _FlowConsumer:
+    """What ``Consumer.wait_first`` (mode's ``Service.wait_first``) reads of its consumer."""
+
+    def __init__(self) -> None:
+        from mode.utils.locks import Event
+
+        self.suspend_flow = Event()
+        self._stopped = Event()
+        self._crashed = Event()
+        self.loop = asyncio.get_running_loop()
+
+
+def _wait_first() -> Any:
+    from faust.transport.consumer import Consumer
+
+    from agents.fence import install_eager_delivery
+
+    install_eager_delivery()
+    install_eager_delivery()  # idempotent
+    return Consumer.wait_first
+
+
+def test_a_delivery_that_need_not_wait_runs_inline_in_the_fetch_loops_task() -> None:
+    async def main() -> None:
+        consumer = _FlowConsumer()
+        ran_in: list[Any] = []
+
+        async def delivery() -> str:
+            ran_in.append(asyncio.current_task())
+            return "queued"
+
+        results = await _wait_first()(consumer, delivery(), consumer.suspend_flow.wait())
+        assert ran_in == [asyncio.current_task()]  # not a task of its own
+        assert list(results.results) == ["queued"]
+        assert results.stopped is False
+
+    asyncio.run(main())
+
+
+def test_a_delivery_that_waits_finishes_under_the_race_with_its_result() -> None:
+    async def main() -> None:
+        consumer = _FlowConsumer()
+        room = asyncio.get_running_loop().create_future()
+        steps: list[str] = []
+
+        async def delivery() -> str:
+            steps.append("put: queue full")
+            await room
+            await asyncio.sleep(0)
+            steps.append("put: done")
+            return "queued"
+
+        racing = asyncio.ensure_future(_wait_first()(consumer, delivery(), consumer.suspend_flow.wait()))
+        await asyncio.sleep(0.01)
+        assert steps == ["put: queue full"] and not racing.done()
+        room.set_result(None)
+        results = await asyncio.wait_for(racing, 1.0)
+        assert steps == ["put: queue full", "put: done"]
+        assert "queued" in list(results.results)
+
+    asyncio.run(main())
+
+
+def test_a_blocked_delivery_is_abandoned_when_a_rebalance_suspends_the_flow() -> None:
+    async def main() -> None:
+        consumer = _FlowConsumer()
+        cancelled: list[bool] = []
+
+        async def delivery() -> None:
+            try:
+                await asyncio.get_running_loop().create_future()  # a full queue that never drains
+            except asyncio.CancelledError:
+                cancelled.append(True)
+                raise
+
+        racing = asyncio.ensure_future(_wait_first()(consumer, delivery(), consumer.suspend_flow.wait()))
+        await asyncio.sleep(0.01)
+        consumer.suspend_flow.set()  # Consumer.stop_flow()
+        await asyncio.wait_for(racing, 1.0)
+        await asyncio.sleep(0.01)
+        assert cancelled == [True]
+
+    asyncio.run(main())
+
+
+def test_a_suspended_flow_takes_the_original_race() -> None:
+    async def main() -> None:
+        consumer = _FlowConsumer()
+        consumer.suspend_flow.set()
+        ran_in: list[Any] = []
+
+        async def delivery() -> None:
+            ran_in.append(asyncio.current_task())
+
+        await _wait_first()(consumer, delivery(), consumer.suspend_flow.wait())
+        await asyncio.sleep(0.01)
+        assert asyncio.current_task() not in ran_in  # if it ran at all, it ran in a task of the race
+
+    asyncio.run(main())
+
+
+def test_a_delivery_that_fails_raises_in_the_fetch_loop() -> None:
+    async def main() -> None:
+        consumer = _FlowConsumer()
+
+        async def delivery() -> None:
+            raise ValueError("undecodable")
+
+        try:
+            await _wait_first()(consumer, delivery(), consumer.suspend_flow.wait())
+        except ValueError as exc:
+            assert str(exc) == "undecodable"
+        else:
+            raise AssertionError("the delivery's error was swallowed")
+
+    asyncio.run(main())
