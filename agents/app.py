@@ -23,6 +23,8 @@ __all__ = ["PRODUCER_BATCH_BYTES", "PRODUCER_BUFFER_MESSAGES", "create_app"]
 
 #: aiokafka's largest record batch (bytes); see create_app.
 PRODUCER_BATCH_BYTES = 512 * 1024
+#: Input events Faust's stream buffer holds (one burst of a large fleet's scrape; a few KB each).
+STREAM_BUFFER_EVENTS = 16_384
 #: Records in Faust's producer buffer before its conductor holds the streams back; see create_app.
 PRODUCER_BUFFER_MESSAGES = 20_000
 
@@ -69,6 +71,13 @@ def create_app(settings: WorkerSettings, *, loop: Any = None, metrics: Any = Non
         # slot writes crawled out ("producer buffer full", the one-worker soak stall of issue #18).
         # Below Kafka's default max.message.bytes (1 MB), which the output topics keep.
         "producer_max_batch_size": PRODUCER_BATCH_BYTES,
+        # Faust's default (no linger) sent a produce request per record while the checkpoint
+        # wrote its slots one after the other: a socket write each.  5 ms gathers them into a
+        # few requests; the pipeline waits for the acknowledgements anyway.
+        "producer_linger": 0.005,
+        # Faust's default stream buffer (4,096 events) filled up in every scrape's burst, and each
+        # delivery into a full buffer goes the slow way (agents/fence.py, install_eager_delivery).
+        "stream_buffer_maxsize": STREAM_BUFFER_EVENTS,
     }
     if settings.web_port is not None:
         conf["web_port"] = settings.web_port

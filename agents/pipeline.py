@@ -70,6 +70,7 @@ from agents.fence import (
     in_consumer_thread,
     on_wait_empty,
 )
+from agents.heap import HeapPolicy
 from agents.settings import MAX_SLOT_BYTES, STATE_TABLE, WorkerSettings
 from agents.stall import StallWatch
 from scaling.cloudevents import BLOCKED, DECISION
@@ -186,6 +187,9 @@ class Pipeline:
         #: Events processed but not acknowledged: they are acknowledged by the next checkpoint.
         self._held: list[Any] = []
         self._stream: Any = None
+        #: Full garbage collections from the timer, not whenever CPython's allocator decides
+        #: (agents/heap.py); ``serve`` installs it, so that tests building an app in-process do not.
+        self.heap = HeapPolicy()
         self._checkpoint_at = time.monotonic()
         self.source = app.topic(
             *self.kind_of_topic,
@@ -417,6 +421,10 @@ class Pipeline:
             self._ends_task = asyncio.ensure_future(self._learn_ends(self.generation))
         # Before the lock: an agent that holds it forever is exactly the stall to report.
         self._watch_stalls(now)
+        # Also before it: a saturated agent holds it most of the time, and the collection must come.
+        if self.heap.tick(now):
+            self.stats["gc_full"] = self.heap.collections
+            self.stats["gc_full_ms"] = round(1000 * self.heap.seconds)
         if self.lock.locked():
             return  # the agent is busy: it releases what it can itself, and nothing is idle
         async with self.lock:

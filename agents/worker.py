@@ -26,4 +26,5 @@ def serve(settings: WorkerSettings, *, loop: asyncio.AbstractEventLoop, metrics:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     app = create_app(settings, loop=loop, metrics=metrics)
     worker = faust.Worker(app, loglevel=settings.loglevel, loop=loop)
+    app.tandem_pipeline.heap.install()
     worker.execute_from_commandline()  # returns only by SystemExit
