@@ -38,3 +38,39 @@ def test_the_state_changelog_is_named_as_faust_names_it() -> None:
         }
     finally:
         loop.close()
+
+
+def test_the_worker_sends_in_gathered_requests_and_buffers_a_scrapes_burst() -> None:
+    """A produce request per record and a stream buffer that fills in every burst each cost a live
+    worker a tenth of its CPU (docs/performance.md, "the worker, sixth pass")."""
+    from agents.app import STREAM_BUFFER_EVENTS
+
+    loop = asyncio.new_event_loop()
+    try:
+        app = create_app(parse_worker_settings(["--store", "memory://", "--without-web"]), loop=loop)
+        assert app.conf.producer_linger == 0.005
+        assert app.conf.stream_buffer_maxsize == STREAM_BUFFER_EVENTS == 16_384
+    finally:
+        loop.close()
+
+
+def test_faust_monitor_keeps_no_per_message_bookkeeping_but_still_reports_rebalances() -> None:
+    from faust.types import TP
+
+    loop = asyncio.new_event_loop()
+    try:
+        app = create_app(parse_worker_settings(["--store", "memory://", "--without-web"]), loop=loop)
+        monitor = app.monitor
+        tp = TP("tandem.metrics", 0)
+
+        class _Message:
+            time_in = None
+
+        monitor.on_message_in(tp, 7, _Message())
+        assert monitor.on_stream_event_in(tp, 7, object(), object()) is None
+        monitor.on_send_completed(None, None, None)
+        assert monitor.messages_received_total == 0 and monitor.events_total == 0
+        assert monitor.tp_read_offsets == {}
+        assert isinstance(monitor.on_rebalance_start(app), dict)  # Faust's own reports are kept
+    finally:
+        loop.close()
