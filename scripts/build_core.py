@@ -86,9 +86,17 @@ setup(name="tandem-core", ext_modules=extensions, script_args=["build_ext", "--i
 
 
 def mypy_version() -> str:
-    from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
-    return version("mypy")
+    try:
+        import mypyc.build  # noqa: F401
+        import setuptools  # noqa: F401
+
+        return version("mypy")
+    except (ImportError, PackageNotFoundError) as exc:
+        raise SystemExit(
+            f"build_core: {exc}: the compiled core needs mypy (mypyc) and setuptools: pip install -e '.[dev]'"
+        ) from None
 
 
 def main() -> int:
@@ -143,15 +151,22 @@ def main() -> int:
             file=sys.stderr,
         )
         env = dict(os.environ, PYTHONPATH="", TANDEM_CORE="interpreted")
-        proc = subprocess.run(
-            [sys.executable, "setup.py"], cwd=tmp, env=env, capture_output=args.quiet, text=True, check=False
-        )
-        if proc.returncode:
+        log = tmp / "build.log"
+        with log.open("w") as out:
+            quiet = {"stdout": out, "stderr": subprocess.STDOUT} if args.quiet else {}
+            proc = subprocess.Popen([sys.executable, "setup.py"], cwd=tmp, env=env, **quiet)
+            while True:  # like scripts/kube.sh: say every 30 s that the build is still running
+                try:
+                    code = proc.wait(timeout=30)
+                    break
+                except subprocess.TimeoutExpired:
+                    print(f"build_core: still building, {time.monotonic() - started:.0f}s elapsed", file=sys.stderr)
+        if code:
             if args.quiet:
-                sys.stderr.write(proc.stdout[-20000:] + proc.stderr[-20000:])
-            raise SystemExit(f"build_core: mypyc failed (exit {proc.returncode}); nothing was installed")
+                sys.stderr.write(log.read_text()[-30000:])
+            raise SystemExit(f"build_core: mypyc failed (exit {code}); nothing was installed")
         cgen = json.loads((tmp / "cgen.json").read_text())["cgen_seconds"]
-        for junk in ("build", ".mypy_cache", "setup.py", "cgen.json"):
+        for junk in ("build", ".mypy_cache", "setup.py", "cgen.json", "build.log"):
             path = tmp / junk
             if path.is_dir():
                 shutil.rmtree(path)
