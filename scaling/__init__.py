@@ -87,7 +87,11 @@ def _use_build(build: str) -> None:
             raise ImportError(f"cannot load {rel} from {build}")
         lib = importlib.util.module_from_spec(spec)
         sys.modules[name] = lib
-        spec.loader.exec_module(lib)
+        try:
+            spec.loader.exec_module(lib)
+        except BaseException:
+            del sys.modules[name]
+            raise
     __path__[:] = [os.path.join(build, "scaling")]
 
 
@@ -107,7 +111,15 @@ def _choose() -> tuple[str, str | None]:
                 "exist): build it with `python scripts/build_core.py`, or unset TANDEM_CORE"
             )
         return "interpreted", None
-    _use_build(build)
+    try:
+        _use_build(build)
+    except (OSError, ImportError, ValueError, KeyError) as exc:  # a damaged build, a missing library
+        if mode == "compiled":
+            raise CoreUnavailable(f"TANDEM_CORE=compiled, but the build {build} does not load: {exc!r}") from exc
+        print(
+            f"tandem: the compiled core {build} does not load ({exc!r}); running the interpreted core", file=sys.stderr
+        )
+        return "interpreted", None
     return "compiled", build
 
 

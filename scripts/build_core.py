@@ -28,8 +28,10 @@ copies in the build are what runs):
 
 Options (measured in docs/performance.md, "A compiled core, shipped"): the whole core in one
 group, so calls between modules are direct C calls; ``multi_file`` splits its C code into one file
-per module so that ``build_ext --parallel`` can use several cores and gcc never holds one 23 MB
-file.
+per module (compiled ``--jobs`` at a time), and ``-O2``: a tick ran the same number of instructions
+(301k) with one 23 MB C file or with one per module and at ``-O3`` or ``-O2``, while gcc took 188 s
+of CPU and 0.73 GB for one file at ``-O2``, 131-153 s and 0.31 GB per module at ``-O3``, 122 s and
+0.31 GB per module at ``-O2``.
 """
 
 from __future__ import annotations
@@ -102,7 +104,7 @@ def mypy_version() -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--force", action="store_true", help="build even if a build of these sources exists")
-    ap.add_argument("--opt-level", default="3", help="mypyc/C optimisation level (default 3)")
+    ap.add_argument("--opt-level", default="2", help="mypyc's C optimisation level (default 2: 3 ran no faster)")
     ap.add_argument("--single-file", action="store_true", help="one C file (mypyc's default) instead of one per module")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel C compilers (default: cpus)")
     ap.add_argument("--keep", type=int, default=3, help="builds to keep in the cache (default 3)")

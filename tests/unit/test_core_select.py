@@ -75,6 +75,19 @@ def test_a_new_module_or_a_half_written_build_is_not_used(tmp_path: Path) -> Non
     assert probe(src, cache, None).stdout.split() == ["interpreted", "False"]
 
 
+def test_a_build_that_does_not_load_is_refused_or_passed_over(tmp_path: Path) -> None:
+    src = copy_sources(tmp_path / "src")
+    cache = tmp_path / "cache"
+    build = fake_build(cache, src)
+    (build / "BUILD.json").write_text(json.dumps({"shared": {"gone__mypyc": "gone__mypyc.so"}}))
+    auto = probe(src, cache, None)
+    assert auto.stdout.split() == ["interpreted", "False"]
+    assert "does not load" in auto.stderr
+    compiled = probe(src, cache, "compiled")
+    assert compiled.returncode != 0
+    assert "CoreUnavailable" in compiled.stderr
+
+
 def test_the_digest_covers_paths_bytes_and_nothing_else(tmp_path: Path) -> None:
     src = copy_sources(tmp_path / "a")
     before = scaling.source_digest(str(src))
