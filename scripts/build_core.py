@@ -101,6 +101,14 @@ def mypy_version() -> str:
         ) from None
 
 
+def is_current(build: Path, mypyc: str) -> bool:
+    """Whether ``build`` is complete and was made by this mypy (the digest is in its name)."""
+    try:
+        return bool(json.loads((build / "BUILD.json").read_text()).get("mypy") == mypyc)
+    except (OSError, ValueError):
+        return False
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--force", action="store_true", help="build even if a build of these sources exists")
@@ -124,15 +132,13 @@ def main() -> int:
     if args.print_dir:
         print(dest)
         return 0
-    meta_file = dest / "BUILD.json"
     mypyc = mypy_version()
-    if meta_file.is_file() and not args.force:
-        meta = json.loads(meta_file.read_text())
-        if meta.get("mypy") == mypyc:
+    if (dest / "BUILD.json").is_file() and not args.force:
+        if is_current(dest, mypyc):
             os.utime(dest)  # recently used: the last to be pruned
             print(f"build_core: up to date: {dest}", file=sys.stderr)
             return 0
-        print(f"build_core: {dest} was built by mypy {meta.get('mypy')}, rebuilding with {mypyc}", file=sys.stderr)
+        print(f"build_core: {dest} was built by another mypy, rebuilding with {mypyc}", file=sys.stderr)
 
     started = time.monotonic()
     root.mkdir(parents=True, exist_ok=True)
@@ -201,14 +207,16 @@ def main() -> int:
             "peak_rss_mb": round(peak),
         }
         (tmp / "BUILD.json").write_text(json.dumps(meta, indent=2) + "\n")
-        if dest.exists():  # --force, or an older mypyc: move the old build aside, then drop it
-            old = root / f".old-{digest[:16]}-{os.getpid()}"
-            dest.rename(old)
-            shutil.rmtree(old, ignore_errors=True)
-        try:
-            tmp.rename(dest)
-        except OSError:  # a concurrent build of the same sources won: use it
+        if dest.exists() and not args.force and is_current(dest, mypyc):
+            # A concurrent build of the same sources finished first: keep it (a process may be
+            # loading it), drop ours.
             print(f"build_core: another build of {digest[:16]} finished first; keeping it", file=sys.stderr)
+        else:
+            if dest.exists():  # --force, or an older mypyc: move the old build aside, then drop it
+                old = root / f".old-{digest[:16]}-{os.getpid()}"
+                dest.rename(old)
+                shutil.rmtree(old, ignore_errors=True)
+            tmp.rename(dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     builds = sorted((p for p in root.iterdir() if not p.name.startswith(".")), key=lambda p: p.stat().st_mtime)
