@@ -119,3 +119,14 @@ def test_tandem_version_names_the_core() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "interpreted core" in result.stdout
+
+
+def test_tandem_refuses_to_start_without_the_compiled_core_it_was_told_to_run(tmp_path: Path) -> None:
+    env = dict(os.environ, TANDEM_CORE="compiled", TANDEM_CACHE=str(tmp_path), PYTHONPATH=str(ROOT))
+    result = subprocess.run(
+        [sys.executable, "-m", "cli", "--version"], capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=60
+    )
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("tandem: TANDEM_CORE=compiled, but there is no compiled core for these sources")
+    assert "Traceback" not in result.stderr
