@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+import scaling
 from analysis.simulate import simulate
 from scaling.settings import Settings
 
@@ -49,7 +50,8 @@ def main() -> None:
     policies = [str(root / "examples" / "simulate" / f"{n}.yaml") for n in ("horizontal", "vertical", "hvpa")]
     print(
         f"machine: {platform.system()} {platform.release()} {platform.machine()}, {cpu_model()}, "
-        f"{os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}, Python {sys.version.split()[0]}"
+        f"{os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}, Python {sys.version.split()[0]}, "
+        f"{scaling.CORE} core (TANDEM_CORE)"
     )
     print(f"command: python {' '.join(sys.argv)}")
     if args.jobs is None:

@@ -1,6 +1,7 @@
 """Per-workload tick cost and replay rate, old and new side by side (issue 17).
 
-    python bench/bench_tick.py --base <git ref> [--new <git ref>] [--rounds 5] [--ticks 1500]
+    python bench/bench_tick.py --base <git ref> [--new <git ref>] [--rounds 5] [--ticks 1500] [--core interpreted]
+    python bench/bench_tick.py --compare-cores [--rounds 5]   # this tree: interpreted (old), compiled (new)
 
 Why side by side: the machine is shared and noisy, so a figure measured today cannot be compared
 with one measured yesterday.  This script extracts the tree at ``--base`` (``git archive``) into a
@@ -11,6 +12,11 @@ shares the machine's state of the moment) and the median figures.  Times are CPU
 three runs inside each subprocess.
 Each child also hashes what the core emitted, so the table says whether old and new produced the
 same bytes.
+
+The core (``scaling/__init__.py``): ``--core`` is the ``TANDEM_CORE`` of every child (default
+``interpreted``, so that two trees compare like with like whether or not a compiled build of one
+exists); ``--compare-cores`` measures this tree interpreted (old) against its compiled build (new,
+``scripts/build_core.py``).  The header says which core each side ran.
 
 Cases (the core only: events are decoded before the clock starts, as ``tandem simulate`` hands
 them over):
@@ -215,6 +221,7 @@ def child(case: str, tree: Path, ticks: int) -> None:
     where = Path(scaling.__file__).resolve()
     if tree.resolve() not in where.parents:
         raise SystemExit(f"imported {where}, not from {tree}")
+    core = getattr(scaling, "CORE", "interpreted")  # a tree from before the compiled core
     # The best of three in one process: what is left of the noise is the machine's, not ours.
     runs = [CASES[case](tree, ticks) for _ in range(3)]
     assert len({r["digest"] for r in runs}) == 1, runs
@@ -222,6 +229,7 @@ def child(case: str, tree: Path, ticks: int) -> None:
     best = (max if case in REPLAYS else min)(runs, key=lambda r: r[key])
     if case in REPLAYS:
         best["json_loads_us"] = min(r["json_loads_us"] for r in runs)
+    best["core"] = core
     print(json.dumps(best))
 
 
@@ -248,8 +256,8 @@ def extract(ref: str, into: Path) -> str:
     return commit
 
 
-def run_child(case: str, tree: Path, ticks: int) -> dict[str, Any]:
-    env = dict(os.environ, PYTHONHASHSEED="0")
+def run_child(case: str, tree: Path, ticks: int, core: str) -> dict[str, Any]:
+    env = dict(os.environ, PYTHONHASHSEED="0", TANDEM_CORE=core)
     env.pop("PYTHONPATH", None)
     out = subprocess.run(
         [sys.executable, str(HERE), "--child", case, "--tree", str(tree), "--ticks", str(ticks)],
@@ -270,6 +278,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--ticks", type=int, default=1500, help="ticks per measurement (simulate, recorded)")
     ap.add_argument("--cases", default="simulate,recorded,replay,fleet")
+    ap.add_argument("--core", default="interpreted", help="TANDEM_CORE of both trees (default: interpreted)")
+    ap.add_argument("--compare-cores", action="store_true", help="this tree interpreted (old) against compiled (new)")
     ap.add_argument("--child", choices=sorted(CASES), help=argparse.SUPPRESS)
     ap.add_argument("--tree", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -282,8 +292,13 @@ def main() -> None:
     ).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="bench-tick-") as tmp:
         old_tree = Path(tmp) / "old"
-        old_commit = extract(args.base, old_tree)
         new_tree = ROOT
+        cores = {"old": args.core, "new": args.core}
+        if args.compare_cores:
+            old_tree, old_commit, args.base = ROOT, new_commit, "this tree"
+            cores = {"old": "interpreted", "new": "compiled"}
+        else:
+            old_commit = extract(args.base, old_tree)
         if args.new:
             new_tree = Path(tmp) / "new"
             new_commit = extract(args.new, new_tree)
@@ -297,7 +312,7 @@ def main() -> None:
                 if r % 2:
                     order.reverse()
                 for side, tree in order:
-                    results[case][side].append(run_child(case, tree, args.ticks))
+                    results[case][side].append(run_child(case, tree, args.ticks, cores[side]))
             print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
     print(
         f"machine: {platform.system()} {platform.release()} {platform.machine()}, {cpu_model()}, "
@@ -305,7 +320,11 @@ def main() -> None:
     )
     print(f"command: python bench/bench_tick.py {' '.join(sys.argv[1:])}")
     new_name = args.new or "this tree"
-    print(f"old: {args.base} ({old_commit}); new: {new_name} ({new_commit}); {args.rounds} rounds, pairs alternated")
+    ran = {side: sorted({r["core"] for c in cases for r in results[c][side]}) for side in ("old", "new")}
+    print(
+        f"old: {args.base} ({old_commit}, {'/'.join(ran['old'])} core); new: {new_name} ({new_commit}, "
+        f"{'/'.join(ran['new'])} core); {args.rounds} rounds, pairs alternated"
+    )
     print()
     print("| case | old | new | new/old (median of pairs) | same output |")
     print("|---|---|---|---|---|")

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
+import scaling
 from cli import apply, audit, collect, publish, replay, report, simulate, topics, worker
 
 __all__ = ["COMMANDS", "build_parser", "main"]
@@ -36,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tandem", description="Scale Kubernetes workloads horizontally and vertically in tandem."
     )
-    parser.add_argument("--version", action="version", version=f"tandem {_version()}")
+    parser.add_argument("--version", action="version", version=f"tandem {_version()} ({scaling.CORE} core)")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add_parser(sub)

@@ -24,6 +24,7 @@ import sys
 import threading
 from typing import Any
 
+import scaling
 from agents.settings import WorkerSettings, add_worker_options, worker_settings
 from agents.worker import serve
 from ops.observability import add_metrics_options, metrics_from_args
@@ -66,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if prepared.created:
         print(f"tandem worker: created topics {', '.join(prepared.created)}", file=sys.stderr)
+    print(f"tandem worker: {scaling.CORE} core (TANDEM_CORE, scaling/__init__.py)", file=sys.stderr)
     serve(settings, loop=loop, metrics=metrics)  # Faust is imported there, only when the worker runs
     return 0  # pragma: no cover
 

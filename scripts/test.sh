@@ -6,6 +6,8 @@
 #
 #   scripts/test.sh                 # everything
 #   scripts/test.sh -m "not kafka and not kube" tests/unit   # any pytest arguments
+#   TANDEM_FAST=1 scripts/test.sh ...   # no Kafka, kube or compiled-core build: pytest at once
+#   TANDEM_NO_COMPILE=1 scripts/test.sh # everything but building the compiled core
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,6 +43,16 @@ if [ -z "${TANDEM_NO_APT:-}" ] && ! command -v chromium >/dev/null && [ "$(id -u
   echo "scripts/test.sh: installing Debian's chromium with apt-get (as root) for the report screenshot test" >&2
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >&2 || \
     echo "scripts/test.sh: chromium could not be installed; the screenshot test will skip" >&2
+fi
+
+# The optional compiled core (scripts/build_core.py: mypyc over scaling/, cached by a digest of the
+# sources, so a no-op until they change); tests/e2e/test_compiled_core.py runs it against the
+# interpreted core, which the rest of the suite uses.  TANDEM_NO_COMPILE=1 skips the build (and so
+# those tests, unless TANDEM_CORE=compiled).
+if [ -z "${TANDEM_NO_COMPILE:-}" ]; then
+  t0=$SECONDS
+  "$venv/bin/python" scripts/build_core.py -q >&2
+  echo "scripts/test.sh: compiled core ready in $((SECONDS - t0))s" >&2
 fi
 
 echo "scripts/test.sh: prerequisites ready after $((SECONDS - started))s; running pytest" >&2

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import scaling
 from cli import audit
 from cli.main import COMMANDS, build_parser, main
 
@@ -49,7 +50,7 @@ def test_version_comes_from_the_package_metadata(capsys: pytest.CaptureFixture[s
     with pytest.raises(SystemExit) as done:
         main(["--version"])
     assert done.value.code == 0
-    assert capsys.readouterr().out == f"tandem {version('tandem')}\n"
+    assert capsys.readouterr().out == f"tandem {version('tandem')} ({scaling.CORE} core)\n"
 
 
 def test_python_dash_m_cli_runs_the_command_without_loading_the_heavy_clients() -> None:
@@ -63,7 +64,7 @@ def test_python_dash_m_cli_runs_the_command_without_loading_the_heavy_clients() 
         "    print(exc.code, sorted(m for m in heavy if m in sys.modules))\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert done.stdout == f"tandem {version('tandem')}\n0 []\n"
+    assert done.stdout == f"tandem {version('tandem')} ({scaling.CORE} core)\n0 []\n"
 
 
 def test_a_bad_variable_of_one_command_does_not_break_another(
