@@ -40,7 +40,7 @@ from scaling.quantity import format_quantity, parse_quantity
 from scaling.settings import Settings
 from scaling.vocabulary import DECISION
 from streams.inputs import load_manifests
-from streams.runner import Progress, ReplayStats, read_sorted
+from streams.runner import Progress, ReplayStats, read_reduced
 
 __all__ = ["Demand", "Outcome", "derive_demand", "simulate", "table", "write_report"]
 
@@ -96,24 +96,55 @@ class Outcome:
 
 def derive_demand(events: Sequence[tuple[float, int, Any, Any]]) -> dict[str, Demand]:
     """Per workload key: the first recorded spec and the demand at every sample time."""
+    parts = ((ts, _demand_part(raw, event)) for ts, _, (_, _, raw), event in events)
+    return _demands([(ts, part) for ts, part in parts if part is not None])
+
+
+#: What one input line gives the demand: for a workload event ``(ref, replicas, requests, limits)``,
+#: for a metric event ``(key, container totals, raw series samples)``.
+_Part = (
+    tuple[WorkloadRef, int, dict[str, dict[str, int]], dict[str, dict[str, int]]]
+    | tuple[str, dict[str, tuple[float, float]], list[dict[str, Any]]]
+)
+
+
+def _demand_part(raw: Any, event: Any) -> _Part | None:
+    """The little of a decoded line that the demand needs (``streams.runner.read_reduced``'s
+    ``reduce``): the typed event and its JSON are dropped at once, or sent back by a decoding
+    process as a few numbers."""
+    if isinstance(event, MetricEvent):
+        totals: dict[str, tuple[float, float]] = {}
+        for s in event.samples:
+            cpu, mem = totals.get(s.container, (0.0, 0.0))
+            totals[s.container] = (cpu + (s.cpu or 0.0), mem + (s.memory or 0))
+        series = [s for s in (raw.get("samples") or [raw]) if isinstance(s, dict) and "series" in s]
+        return (event.workload.key, totals, series) if totals or series else None
+    if isinstance(event, WorkloadEvent):
+        return (
+            event.workload,
+            max(event.replicas, 1),
+            {c: {r: q.milli for r, q in res.requests.items()} for c, res in event.containers.items()},
+            {c: {r: q.milli for r, q in res.limits.items()} for c, res in event.containers.items()},
+        )
+    return None
+
+
+def _demands(parts: Sequence[tuple[float, _Part]]) -> dict[str, Demand]:
+    """The demands from the parts of the lines, in event-time order: a workload's first spec
+    starts it, its metric events (before that spec too) give its points and series."""
     demands: dict[str, Demand] = {}
     pending: dict[str, list[tuple[float, dict[str, tuple[float, float]], list[dict[str, Any]]]]] = {}
-    for ts, _, (_, _, raw), event in events:
-        key = event.workload.key
-        if isinstance(event, WorkloadEvent) and key not in demands:
-            demands[key] = Demand(
-                event.workload,
-                max(event.replicas, 1),
-                {c: {r: q.milli for r, q in res.requests.items()} for c, res in event.containers.items()},
-                {c: {r: q.milli for r, q in res.limits.items()} for c, res in event.containers.items()},
-            )
-        elif isinstance(event, MetricEvent):
-            totals: dict[str, tuple[float, float]] = {}
-            for s in event.samples:
-                cpu, mem = totals.get(s.container, (0.0, 0.0))
-                totals[s.container] = (cpu + (s.cpu or 0.0), mem + (s.memory or 0))
-            series = [s for s in (raw.get("samples") or [raw]) if isinstance(s, dict) and "series" in s]
-            pending.setdefault(key, []).append((ts, totals, series))
+    for ts, part in parts:
+        if len(part) == 4:
+            ref = part[0]
+            if ref.key not in demands:
+                demands[ref.key] = Demand(ref, part[1], part[2], part[3])
+        else:
+            key, totals, series = part
+            points = pending.get(key)
+            if points is None:
+                points = pending[key] = []
+            points.append((ts, totals, series))
     for key, points in pending.items():
         d = demands.get(key)
         if d is None:
@@ -302,8 +333,9 @@ def simulate(
     ``progress`` (default: ``err`` is a terminal) draws a bar of the runs done.
     """
     stats = ReplayStats()
-    events = read_sorted(paths, lambda msg: err.write(msg + "\n"), stats)
-    demands = derive_demand(events)
+    # Only the demand is kept of the stream, line by line (the typed events would be a heap that
+    # the collector walks again and again, here and in every process forked below).
+    demands = _demands(read_reduced(paths, lambda msg: err.write(msg + "\n"), stats, _demand_part, jobs=jobs))
     runs: list[tuple[Demand, dict[str, Any], str]] = []
     for path in policy_files:
         name = Path(path).stem
