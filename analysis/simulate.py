@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import html
 import multiprocessing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import IO, Any
 
 import orjson
@@ -37,6 +38,7 @@ from scaling.engine import Engine, policy_event
 from scaling.events import ContainerSample, MetricEvent, PolicyEvent, WorkloadEvent, WorkloadRef
 from scaling.policies import parse_policy
 from scaling.quantity import format_quantity, parse_quantity
+from scaling.reconcile import flush, ingest
 from scaling.settings import Settings
 from scaling.vocabulary import DECISION
 from streams.inputs import load_manifests
@@ -217,6 +219,9 @@ def simulate_one(
         return out
     t0 = demand.points[0][0]
     engine.process(raw_policy, PolicyEvent(t0, ref, manifest))
+    # The one workload's state: each tick's samples and reconcile go to it directly (the engine's
+    # own ``process`` and ``flush`` look it up, and flush sorts the keys of its one state).
+    state = engine.state_for(ref.key)
     first = sim.workload_event(ref, t0)
     pending: list[tuple[float, dict[str, Any]]] = []
 
@@ -233,18 +238,27 @@ def simulate_one(
     next_series = next(series, None)
     cursor = t0  # outcomes are integrated up to here
     totals: dict[str, tuple[float, float]] = demand.points[0][1]
+    # What the outcomes read of the simulated spec, worked out when a decision changes it, not
+    # on every sample (the same sums and values, so the same floats).
+    books = _Books(sim)
+    names = _pod_names(sim.replicas)
 
     def advance(until: float) -> None:
         nonlocal cursor
         if until > cursor:
-            _accumulate(out, until - cursor, sim.replicas, sim.requests, sim.limits, totals)
+            books.accumulate(out, until - cursor, sim.replicas, totals)
             cursor = until
 
+    new = _new_tuple
+    process = ingest
+    flush_state = flush
     for ts, point in demand.points:
         while pending and pending[0][0] <= ts:
             due, data = pending.pop(0)
             advance(due)
             replica_change, vertical = sim.apply(data)
+            books = _Books(sim)
+            names = _pod_names(sim.replicas)
             out.replica_changes += replica_change
             out.rolling_updates += vertical
             out.timeline.append((due, sim.replicas, {c: dict(v) for c, v in sim.requests.items()}))
@@ -252,18 +266,25 @@ def simulate_one(
         advance(ts)
         totals = point
         while next_series is not None and next_series[0] <= ts:
-            s_ts, samples = next_series
-            feed({"type": "metric", "ts": s_ts, "workload": ref.as_dict(), "samples": samples})
+            s_ts, raw_series = next_series
+            feed({"type": "metric", "ts": s_ts, "workload": ref.as_dict(), "samples": raw_series})
             next_series = next(series, None)
         n = sim.replicas
         samples: list[ContainerSample] = []
-        for c, (cpu, mem) in sorted(totals.items()):
+        for c, (cpu, mem) in sorted(totals.items()) if len(totals) > 1 else totals.items():
             per_cpu = cpu / n
             per_mem = int(mem / n)
-            limit = sim.limits.get(c, {}).get("memory")
+            limit = books.memory_limits.get(c)
             oom = limit is not None and per_mem * 1000 > limit
-            samples.extend(ContainerSample(pod, c, per_cpu, per_mem, True, oom) for pod in _pod_names(n))
-        feed({}, MetricEvent(ts, ref, tuple(samples)))
+            for pod in names:
+                # ContainerSample(pod, c, per_cpu, per_mem, True, oom), without the named
+                # tuple's __new__ (a Python function): a sample per simulated pod per tick.
+                samples.append(new(ContainerSample, (pod, c, per_cpu, per_mem, True, oom)))
+        event = new(MetricEvent, (ts, ref, tuple(samples), (), "metric"))
+        for kind, ev in process(state, event, _NO_RAW, settings):
+            if kind == "audit" and ev["type"] == DECISION and not ev["data"]["dry_run"]:
+                pending.append((ev["data"]["tick"] + delay, ev["data"]))
+                out.decisions += 1
         if record is not None:  # the simulated stream, for the report (built only when asked)
             record.append(
                 {
@@ -278,40 +299,69 @@ def simulate_one(
             )
         # Nothing recorded can arrive for this tick any more: reconcile it now, so a decision
         # takes effect ``delay`` after its tick and not one sample later.
-        for kind, ev in engine.flush():
+        for kind, ev in flush_state(state, settings):
             if kind == "audit" and ev["type"] == DECISION and not ev["data"]["dry_run"]:
                 pending.append((ev["data"]["tick"] + delay, ev["data"]))
                 out.decisions += 1
-        out.samples += 1
-        if max_replicas is not None and n >= max_replicas:
-            capacity = n * sum(r.get("cpu", 0) for r in sim.requests.values()) / 1000
-            if sum(cpu for cpu, _ in totals.values()) > capacity:
-                out.saturated_samples += 1
+        if (
+            max_replicas is not None
+            and n >= max_replicas
+            and sum(cpu for cpu, _ in totals.values()) > n * books.cpu_requests / 1000  # the capacity
+        ):
+            out.saturated_samples += 1
+    out.samples = len(demand.points)
     return out
 
 
-def _accumulate(
-    out: Outcome,
-    dt: float,
-    n: int,
-    requests: dict[str, dict[str, int]],
-    limits: dict[str, dict[str, int]],
-    totals: dict[str, tuple[float, float]],
-) -> None:
-    hours = dt / 3600
-    out.cpu_core_hours += n * sum(r.get("cpu", 0) for r in requests.values()) / 1000 * hours
-    out.memory_gib_hours += n * sum(r.get("memory", 0) for r in requests.values()) / 1000 / GIB * hours
-    over_req = over_lim = False
-    for c, (cpu, mem) in totals.items():
-        c_req = requests.get(c) or _NONE
-        c_lim = limits.get(c) or _NONE
-        for res, used in (("cpu", cpu / n * 1000), ("memory", mem / n * 1000)):
-            req = c_req.get(res)
-            lim = c_lim.get(res)
-            over_req = over_req or (req is not None and used > req)
-            over_lim = over_lim or (lim is not None and used > lim)
-    out.hours_over_requests += hours if over_req else 0.0
-    out.hours_over_limits += hours if over_lim else 0.0
+_new_tuple = tuple.__new__
+#: The raw JSON of the metric events simulate builds typed (none: nothing reads it; read only).
+_NO_RAW: Mapping[str, Any] = MappingProxyType({})
+
+
+class _Books:
+    """What the outcomes read of a simulated spec: the request sums (cost) and per container the
+    requests and limits that usage is compared with, and the memory limits (OOM kills)."""
+
+    __slots__ = ("bounds", "cpu_requests", "memory_limits", "memory_requests")
+
+    def __init__(self, sim: _Sim) -> None:
+        requests, limits = sim.requests, sim.limits
+        self.cpu_requests = sum(r.get("cpu", 0) for r in requests.values())
+        self.memory_requests = sum(r.get("memory", 0) for r in requests.values())
+        #: container -> (cpu request, cpu limit, memory request, memory limit), each or None
+        self.bounds: dict[str, tuple[int | None, int | None, int | None, int | None]] = {}
+        for c in set(requests) | set(limits):
+            req = requests.get(c) or _NONE
+            lim = limits.get(c) or _NONE
+            self.bounds[c] = (req.get("cpu"), lim.get("cpu"), req.get("memory"), lim.get("memory"))
+        self.memory_limits = {c: lim["memory"] for c, lim in limits.items() if "memory" in lim}
+
+    def accumulate(self, out: Outcome, dt: float, n: int, totals: dict[str, tuple[float, float]]) -> None:
+        """Integrate ``dt`` seconds at ``n`` replicas with usage ``totals`` into ``out``."""
+        hours = dt / 3600
+        out.cpu_core_hours += n * self.cpu_requests / 1000 * hours
+        out.memory_gib_hours += n * self.memory_requests / 1000 / GIB * hours
+        over_req = over_lim = False
+        bounds = self.bounds
+        for c, (cpu, mem) in totals.items():
+            b = bounds.get(c)
+            if b is None:
+                continue  # neither requests nor limits: nothing to be over
+            req_cpu, lim_cpu, req_mem, lim_mem = b
+            used = cpu / n * 1000
+            if req_cpu is not None and used > req_cpu:
+                over_req = True
+            if lim_cpu is not None and used > lim_cpu:
+                over_lim = True
+            used = mem / n * 1000
+            if req_mem is not None and used > req_mem:
+                over_req = True
+            if lim_mem is not None and used > lim_mem:
+                over_lim = True
+        if over_req:
+            out.hours_over_requests += hours
+        if over_lim:
+            out.hours_over_limits += hours
 
 
 def simulate(
