@@ -248,19 +248,25 @@ def own_hpa(
         "name": policy.name,
         "source": "tandem",
     }
-    event = HpaEvent(
-        tick,
-        spec.workload,
-        result.desired_replicas,
-        spec.replicas,
-        tmpl.min_replicas,
-        tmpl.max_replicas,
-        tuple(raw["conditions"]),
-        tmpl.metrics,
-        tuple(result.current_metrics),
-        tmpl.behavior,
-        raw["name"],
-        "tandem",
+    # HpaEvent(...), without the named tuple's __new__ (a Python function of 13 arguments): one
+    # per tick.
+    event = _new_tuple(
+        HpaEvent,
+        (
+            tick,
+            spec.workload,
+            result.desired_replicas,
+            spec.replicas,
+            tmpl.min_replicas,
+            tmpl.max_replicas,
+            tuple(raw["conditions"]),
+            tmpl.metrics,
+            tuple(result.current_metrics),
+            tmpl.behavior,
+            raw["name"],
+            "tandem",
+            "hpa",
+        ),
     )
     return event, _changed(rec, "hpa_last", raw, ("desired_replicas", "conditions", "min_replicas", "max_replicas"))
 
