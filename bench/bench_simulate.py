@@ -137,6 +137,10 @@ def _against(base: str, jobs: int, rounds: int) -> None:
     for side in ("old", "new"):
         print(f"{side}: median {statistics.median(rate[side]):.1f} workload-days/s, best {max(rate[side]):.1f}")
     print(
+        "per round (old, new): "
+        + ", ".join(f"({o:.1f}, {n:.1f})" for o, n in zip(rate["old"], rate["new"], strict=True))
+    )
+    print(
         f"new/old (median of pairs): {ratio:.2f}x; same outcomes: {'yes' if same else 'NO'}; "
         f"load after {os.getloadavg()[0]:.2f}"
     )
