@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import html
 import multiprocessing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import IO, Any
 
 import orjson
@@ -37,10 +38,11 @@ from scaling.engine import Engine, policy_event
 from scaling.events import ContainerSample, MetricEvent, PolicyEvent, WorkloadEvent, WorkloadRef
 from scaling.policies import parse_policy
 from scaling.quantity import format_quantity, parse_quantity
+from scaling.reconcile import flush, ingest
 from scaling.settings import Settings
 from scaling.vocabulary import DECISION
 from streams.inputs import load_manifests
-from streams.runner import Progress, ReplayStats, read_sorted
+from streams.runner import Progress, ReplayStats, read_reduced
 
 __all__ = ["Demand", "Outcome", "derive_demand", "simulate", "table", "write_report"]
 
@@ -96,24 +98,55 @@ class Outcome:
 
 def derive_demand(events: Sequence[tuple[float, int, Any, Any]]) -> dict[str, Demand]:
     """Per workload key: the first recorded spec and the demand at every sample time."""
+    parts = ((ts, _demand_part(raw, event)) for ts, _, (_, _, raw), event in events)
+    return _demands([(ts, part) for ts, part in parts if part is not None])
+
+
+#: What one input line gives the demand: for a workload event ``(ref, replicas, requests, limits)``,
+#: for a metric event ``(key, container totals, raw series samples)``.
+_Part = (
+    tuple[WorkloadRef, int, dict[str, dict[str, int]], dict[str, dict[str, int]]]
+    | tuple[str, dict[str, tuple[float, float]], list[dict[str, Any]]]
+)
+
+
+def _demand_part(raw: Any, event: Any) -> _Part | None:
+    """The little of a decoded line that the demand needs (``streams.runner.read_reduced``'s
+    ``reduce``): the typed event and its JSON are dropped at once, or sent back by a decoding
+    process as a few numbers."""
+    if isinstance(event, MetricEvent):
+        totals: dict[str, tuple[float, float]] = {}
+        for s in event.samples:
+            cpu, mem = totals.get(s.container, (0.0, 0.0))
+            totals[s.container] = (cpu + (s.cpu or 0.0), mem + (s.memory or 0))
+        series = [s for s in (raw.get("samples") or [raw]) if isinstance(s, dict) and "series" in s]
+        return (event.workload.key, totals, series) if totals or series else None
+    if isinstance(event, WorkloadEvent):
+        return (
+            event.workload,
+            max(event.replicas, 1),
+            {c: {r: q.milli for r, q in res.requests.items()} for c, res in event.containers.items()},
+            {c: {r: q.milli for r, q in res.limits.items()} for c, res in event.containers.items()},
+        )
+    return None
+
+
+def _demands(parts: Sequence[tuple[float, _Part]]) -> dict[str, Demand]:
+    """The demands from the parts of the lines, in event-time order: a workload's first spec
+    starts it, its metric events (before that spec too) give its points and series."""
     demands: dict[str, Demand] = {}
     pending: dict[str, list[tuple[float, dict[str, tuple[float, float]], list[dict[str, Any]]]]] = {}
-    for ts, _, (_, _, raw), event in events:
-        key = event.workload.key
-        if isinstance(event, WorkloadEvent) and key not in demands:
-            demands[key] = Demand(
-                event.workload,
-                max(event.replicas, 1),
-                {c: {r: q.milli for r, q in res.requests.items()} for c, res in event.containers.items()},
-                {c: {r: q.milli for r, q in res.limits.items()} for c, res in event.containers.items()},
-            )
-        elif isinstance(event, MetricEvent):
-            totals: dict[str, tuple[float, float]] = {}
-            for s in event.samples:
-                cpu, mem = totals.get(s.container, (0.0, 0.0))
-                totals[s.container] = (cpu + (s.cpu or 0.0), mem + (s.memory or 0))
-            series = [s for s in (raw.get("samples") or [raw]) if isinstance(s, dict) and "series" in s]
-            pending.setdefault(key, []).append((ts, totals, series))
+    for ts, part in parts:
+        if len(part) == 4:
+            ref = part[0]
+            if ref.key not in demands:
+                demands[ref.key] = Demand(ref, part[1], part[2], part[3])
+        else:
+            key, totals, series = part
+            points = pending.get(key)
+            if points is None:
+                points = pending[key] = []
+            points.append((ts, totals, series))
     for key, points in pending.items():
         d = demands.get(key)
         if d is None:
@@ -186,6 +219,9 @@ def simulate_one(
         return out
     t0 = demand.points[0][0]
     engine.process(raw_policy, PolicyEvent(t0, ref, manifest))
+    # The one workload's state: each tick's samples and reconcile go to it directly (the engine's
+    # own ``process`` and ``flush`` look it up, and flush sorts the keys of its one state).
+    state = engine.state_for(ref.key)
     first = sim.workload_event(ref, t0)
     pending: list[tuple[float, dict[str, Any]]] = []
 
@@ -202,18 +238,27 @@ def simulate_one(
     next_series = next(series, None)
     cursor = t0  # outcomes are integrated up to here
     totals: dict[str, tuple[float, float]] = demand.points[0][1]
+    # What the outcomes read of the simulated spec, worked out when a decision changes it, not
+    # on every sample (the same sums and values, so the same floats).
+    books = _Books(sim)
+    names = _pod_names(sim.replicas)
 
     def advance(until: float) -> None:
         nonlocal cursor
         if until > cursor:
-            _accumulate(out, until - cursor, sim.replicas, sim.requests, sim.limits, totals)
+            books.accumulate(out, until - cursor, sim.replicas, totals)
             cursor = until
 
+    new = _new_tuple
+    process = ingest
+    flush_state = flush
     for ts, point in demand.points:
         while pending and pending[0][0] <= ts:
             due, data = pending.pop(0)
             advance(due)
             replica_change, vertical = sim.apply(data)
+            books = _Books(sim)
+            names = _pod_names(sim.replicas)
             out.replica_changes += replica_change
             out.rolling_updates += vertical
             out.timeline.append((due, sim.replicas, {c: dict(v) for c, v in sim.requests.items()}))
@@ -221,18 +266,25 @@ def simulate_one(
         advance(ts)
         totals = point
         while next_series is not None and next_series[0] <= ts:
-            s_ts, samples = next_series
-            feed({"type": "metric", "ts": s_ts, "workload": ref.as_dict(), "samples": samples})
+            s_ts, raw_series = next_series
+            feed({"type": "metric", "ts": s_ts, "workload": ref.as_dict(), "samples": raw_series})
             next_series = next(series, None)
         n = sim.replicas
         samples: list[ContainerSample] = []
-        for c, (cpu, mem) in sorted(totals.items()):
+        for c, (cpu, mem) in sorted(totals.items()) if len(totals) > 1 else totals.items():
             per_cpu = cpu / n
             per_mem = int(mem / n)
-            limit = sim.limits.get(c, {}).get("memory")
+            limit = books.memory_limits.get(c)
             oom = limit is not None and per_mem * 1000 > limit
-            samples.extend(ContainerSample(pod, c, per_cpu, per_mem, True, oom) for pod in _pod_names(n))
-        feed({}, MetricEvent(ts, ref, tuple(samples)))
+            for pod in names:
+                # ContainerSample(pod, c, per_cpu, per_mem, True, oom), without the named
+                # tuple's __new__ (a Python function): a sample per simulated pod per tick.
+                samples.append(new(ContainerSample, (pod, c, per_cpu, per_mem, True, oom)))
+        event = new(MetricEvent, (ts, ref, tuple(samples), (), "metric"))
+        for kind, ev in process(state, event, _NO_RAW, settings):
+            if kind == "audit" and ev["type"] == DECISION and not ev["data"]["dry_run"]:
+                pending.append((ev["data"]["tick"] + delay, ev["data"]))
+                out.decisions += 1
         if record is not None:  # the simulated stream, for the report (built only when asked)
             record.append(
                 {
@@ -247,40 +299,69 @@ def simulate_one(
             )
         # Nothing recorded can arrive for this tick any more: reconcile it now, so a decision
         # takes effect ``delay`` after its tick and not one sample later.
-        for kind, ev in engine.flush():
+        for kind, ev in flush_state(state, settings):
             if kind == "audit" and ev["type"] == DECISION and not ev["data"]["dry_run"]:
                 pending.append((ev["data"]["tick"] + delay, ev["data"]))
                 out.decisions += 1
-        out.samples += 1
-        if max_replicas is not None and n >= max_replicas:
-            capacity = n * sum(r.get("cpu", 0) for r in sim.requests.values()) / 1000
-            if sum(cpu for cpu, _ in totals.values()) > capacity:
-                out.saturated_samples += 1
+        if (
+            max_replicas is not None
+            and n >= max_replicas
+            and sum(cpu for cpu, _ in totals.values()) > n * books.cpu_requests / 1000  # the capacity
+        ):
+            out.saturated_samples += 1
+    out.samples = len(demand.points)
     return out
 
 
-def _accumulate(
-    out: Outcome,
-    dt: float,
-    n: int,
-    requests: dict[str, dict[str, int]],
-    limits: dict[str, dict[str, int]],
-    totals: dict[str, tuple[float, float]],
-) -> None:
-    hours = dt / 3600
-    out.cpu_core_hours += n * sum(r.get("cpu", 0) for r in requests.values()) / 1000 * hours
-    out.memory_gib_hours += n * sum(r.get("memory", 0) for r in requests.values()) / 1000 / GIB * hours
-    over_req = over_lim = False
-    for c, (cpu, mem) in totals.items():
-        c_req = requests.get(c) or _NONE
-        c_lim = limits.get(c) or _NONE
-        for res, used in (("cpu", cpu / n * 1000), ("memory", mem / n * 1000)):
-            req = c_req.get(res)
-            lim = c_lim.get(res)
-            over_req = over_req or (req is not None and used > req)
-            over_lim = over_lim or (lim is not None and used > lim)
-    out.hours_over_requests += hours if over_req else 0.0
-    out.hours_over_limits += hours if over_lim else 0.0
+_new_tuple = tuple.__new__
+#: The raw JSON of the metric events simulate builds typed (none: nothing reads it; read only).
+_NO_RAW: Mapping[str, Any] = MappingProxyType({})
+
+
+class _Books:
+    """What the outcomes read of a simulated spec: the request sums (cost) and per container the
+    requests and limits that usage is compared with, and the memory limits (OOM kills)."""
+
+    __slots__ = ("bounds", "cpu_requests", "memory_limits", "memory_requests")
+
+    def __init__(self, sim: _Sim) -> None:
+        requests, limits = sim.requests, sim.limits
+        self.cpu_requests = sum(r.get("cpu", 0) for r in requests.values())
+        self.memory_requests = sum(r.get("memory", 0) for r in requests.values())
+        #: container -> (cpu request, cpu limit, memory request, memory limit), each or None
+        self.bounds: dict[str, tuple[int | None, int | None, int | None, int | None]] = {}
+        for c in set(requests) | set(limits):
+            req = requests.get(c) or _NONE
+            lim = limits.get(c) or _NONE
+            self.bounds[c] = (req.get("cpu"), lim.get("cpu"), req.get("memory"), lim.get("memory"))
+        self.memory_limits = {c: lim["memory"] for c, lim in limits.items() if "memory" in lim}
+
+    def accumulate(self, out: Outcome, dt: float, n: int, totals: dict[str, tuple[float, float]]) -> None:
+        """Integrate ``dt`` seconds at ``n`` replicas with usage ``totals`` into ``out``."""
+        hours = dt / 3600
+        out.cpu_core_hours += n * self.cpu_requests / 1000 * hours
+        out.memory_gib_hours += n * self.memory_requests / 1000 / GIB * hours
+        over_req = over_lim = False
+        bounds = self.bounds
+        for c, (cpu, mem) in totals.items():
+            b = bounds.get(c)
+            if b is None:
+                continue  # neither requests nor limits: nothing to be over
+            req_cpu, lim_cpu, req_mem, lim_mem = b
+            used = cpu / n * 1000
+            if req_cpu is not None and used > req_cpu:
+                over_req = True
+            if lim_cpu is not None and used > lim_cpu:
+                over_lim = True
+            used = mem / n * 1000
+            if req_mem is not None and used > req_mem:
+                over_req = True
+            if lim_mem is not None and used > lim_mem:
+                over_lim = True
+        if over_req:
+            out.hours_over_requests += hours
+        if over_lim:
+            out.hours_over_limits += hours
 
 
 def simulate(
@@ -302,8 +383,9 @@ def simulate(
     ``progress`` (default: ``err`` is a terminal) draws a bar of the runs done.
     """
     stats = ReplayStats()
-    events = read_sorted(paths, lambda msg: err.write(msg + "\n"), stats)
-    demands = derive_demand(events)
+    # Only the demand is kept of the stream, line by line (the typed events would be a heap that
+    # the collector walks again and again, here and in every process forked below).
+    demands = _demands(read_reduced(paths, lambda msg: err.write(msg + "\n"), stats, _demand_part, jobs=jobs))
     runs: list[tuple[Demand, dict[str, Any], str]] = []
     for path in policy_files:
         name = Path(path).stem

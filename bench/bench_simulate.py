@@ -1,10 +1,13 @@
 """Benchmark: simulated workload-days per second, 3 policies on the bundled example.
 
-    python bench/bench_simulate.py [--jobs N]
+    python bench/bench_simulate.py [--jobs N] [--base REF [--rounds R]]
 
 Without ``--jobs``: one process pinned to one core.  With ``--jobs N``: ``--jobs 1`` and
 ``--jobs N`` (``tandem simulate --jobs``, a process per run) measured alternately in the same run,
-not pinned, and the outputs compared.
+not pinned, and the outputs compared.  With ``--base REF``: the tree at ``REF`` (``git archive``)
+against this working tree, each run in a fresh process, old and new alternating (which goes
+first too) for ``--rounds`` rounds, at ``--jobs N`` (default 1): the median of each and the
+median of the per-round new/old ratios (a pair shares the machine's state of the moment).
 
 Prints the machine, the command and the figure.  Not a test: figures go to the README.
 """
@@ -13,15 +16,21 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import platform
+import statistics
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 
 import scaling
-from analysis.simulate import simulate
-from scaling.settings import Settings
+
+HERE = Path(__file__).resolve()
+ROOT = HERE.parents[1]
 
 
 def cpu_model() -> str:
@@ -35,6 +44,9 @@ def cpu_model() -> str:
 
 
 def _measure(stream: str, policies: list[str], jobs: int) -> tuple[float, float, list[object]]:
+    from analysis.simulate import simulate
+    from scaling.settings import Settings
+
     start = time.perf_counter()
     outcomes = simulate([stream], policies, Settings(), 30.0, io.StringIO(), jobs=jobs, progress=False)
     seconds = time.perf_counter() - start
@@ -44,8 +56,14 @@ def _measure(stream: str, policies: list[str], jobs: int) -> tuple[float, float,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=None, help="also measure tandem simulate --jobs N")
+    parser.add_argument("--base", help="git ref of an old tree to measure against this one, alternately")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of old and new (with --base)")
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    root = Path(__file__).resolve().parents[1]
+    if args.child is not None:
+        _child(args.child, args.jobs or 1)
+        return
+    root = ROOT
     stream = str(root / "examples" / "stream.jsonl.gz")
     policies = [str(root / "examples" / "simulate" / f"{n}.yaml") for n in ("horizontal", "vertical", "hvpa")]
     print(
@@ -54,6 +72,9 @@ def main() -> None:
         f"{scaling.CORE} core (TANDEM_CORE)"
     )
     print(f"command: python {' '.join(sys.argv)}")
+    if args.base is not None:
+        _against(args.base, args.jobs or 1, args.rounds)
+        return
     if args.jobs is None:
         if hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, {0})
@@ -77,6 +98,55 @@ def main() -> None:
         rate = days / seconds
         print(f"--jobs {jobs}: {days:.1f} workload-days in {seconds:.2f} s (best of 3): {rate:.1f} workload-days/s")
     print(f"same outcomes: {'yes' if rows[1] == rows[args.jobs] else 'NO'}; speed-up {best[1] / best[args.jobs]:.2f}x")
+
+
+def _child(tree: Path, jobs: int) -> None:
+    """One measurement on ``tree`` (imported from there), as a JSON line."""
+    sys.path.insert(0, str(tree))
+    import analysis
+
+    if tree.resolve() not in Path(analysis.__file__).resolve().parents:
+        raise SystemExit(f"imported {analysis.__file__}, not from {tree}")
+    policies = [str(tree / "examples" / "simulate" / f"{n}.yaml") for n in ("horizontal", "vertical", "hvpa")]
+    seconds, days, rows = _measure(str(tree / "examples" / "stream.jsonl.gz"), policies, jobs)
+    print(json.dumps({"seconds": seconds, "days": days, "rows": rows}))
+
+
+def _against(base: str, jobs: int, rounds: int) -> None:
+    """Old (``base``) and new (this tree) alternately, a fresh process each."""
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    env.pop("PYTHONPATH", None)
+
+    def run(tree: Path) -> dict[str, object]:
+        cmd = [sys.executable, str(HERE), "--child", str(tree), "--jobs", str(jobs)]
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=str(tree), env=env).stdout
+        result: dict[str, object] = json.loads(out.strip().splitlines()[-1])
+        return result
+
+    with tempfile.TemporaryDirectory(prefix="bench-simulate-") as tmp:
+        old_tree = Path(tmp) / "old"
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", base], check=True, capture_output=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(old_tree, filter="data")
+        results: dict[str, list[dict[str, object]]] = {"old": [], "new": []}
+        for r in range(rounds):
+            order = [("old", old_tree), ("new", ROOT)]
+            for side, tree in order if r % 2 == 0 else reversed(order):
+                results[side].append(run(tree))
+    rate = {side: [float(m["days"]) / float(m["seconds"]) for m in ms] for side, ms in results.items()}
+    same = all(o["rows"] == n["rows"] for o, n in zip(results["old"], results["new"], strict=True))
+    ratio = statistics.median(n / o for o, n in zip(rate["old"], rate["new"], strict=True))
+    print(f"old: {base}; new: this tree; --jobs {jobs}; {rounds} rounds, old and new alternating")
+    for side in ("old", "new"):
+        print(f"{side}: median {statistics.median(rate[side]):.1f} workload-days/s, best {max(rate[side]):.1f}")
+    print(
+        "per round (old, new): "
+        + ", ".join(f"({o:.1f}, {n:.1f})" for o, n in zip(rate["old"], rate["new"], strict=True))
+    )
+    print(
+        f"new/old (median of pairs): {ratio:.2f}x; same outcomes: {'yes' if same else 'NO'}; "
+        f"load after {os.getloadavg()[0]:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from operator import itemgetter
+from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
 from .errors import InvalidEvent
@@ -178,16 +179,25 @@ class HpaEvent(NamedTuple):
     type: Literal["hpa"] = "hpa"
 
 
-@dataclass(frozen=True, slots=True)
-class VpaRecommendation:
+#: A recommendation's part that was not given (shared, read-only).
+_NO_QUANTITIES: Mapping[str, Qty] = MappingProxyType({})
+
+
+class VpaRecommendation(NamedTuple):
+    """One container's recommendation.  A named tuple, like :class:`HpaEvent`: tandem's own VPA
+    builds one per container on every recommender run, and a frozen dataclass sets each field
+    through ``object.__setattr__``."""
+
     target: Mapping[str, Qty]
-    lower_bound: Mapping[str, Qty] = field(default_factory=dict)
-    upper_bound: Mapping[str, Qty] = field(default_factory=dict)
-    uncapped_target: Mapping[str, Qty] = field(default_factory=dict)
+    lower_bound: Mapping[str, Qty] = _NO_QUANTITIES
+    upper_bound: Mapping[str, Qty] = _NO_QUANTITIES
+    uncapped_target: Mapping[str, Qty] = _NO_QUANTITIES
 
 
-@dataclass(frozen=True, slots=True)
-class VpaEvent:
+class VpaEvent(NamedTuple):
+    """A VPA's recommendation (a named tuple: see :class:`VpaRecommendation`; ``_replace`` makes a
+    changed copy)."""
+
     ts: float
     workload: WorkloadRef
     containers: Mapping[str, VpaRecommendation]

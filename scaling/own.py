@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
@@ -249,19 +248,25 @@ def own_hpa(
         "name": policy.name,
         "source": "tandem",
     }
-    event = HpaEvent(
-        tick,
-        spec.workload,
-        result.desired_replicas,
-        spec.replicas,
-        tmpl.min_replicas,
-        tmpl.max_replicas,
-        tuple(raw["conditions"]),
-        tmpl.metrics,
-        tuple(result.current_metrics),
-        tmpl.behavior,
-        raw["name"],
-        "tandem",
+    # HpaEvent(...), without the named tuple's __new__ (a Python function of 13 arguments): one
+    # per tick.
+    event = _new_tuple(
+        HpaEvent,
+        (
+            tick,
+            spec.workload,
+            result.desired_replicas,
+            spec.replicas,
+            tmpl.min_replicas,
+            tmpl.max_replicas,
+            tuple(raw["conditions"]),
+            tmpl.metrics,
+            tuple(result.current_metrics),
+            tmpl.behavior,
+            raw["name"],
+            "tandem",
+            "hpa",
+        ),
     )
     return event, _changed(rec, "hpa_last", raw, ("desired_replicas", "conditions", "min_replicas", "max_replicas"))
 
@@ -351,11 +356,16 @@ def own_vpa(
         }
         published = _changed(rec, "vpa_last", raw, ("containers",))
         if moved or cached is None or texts != cached.texts:
-            containers = {
-                c: VpaRecommendation(p["target"][1], p["lower_bound"][1], p["upper_bound"][1], p["uncapped_target"][1])
-                for c, p in parts.items()
-            }
-            event = VpaEvent(tick, spec.workload, containers, tuple(raw["conditions"]), "tandem")
+            # VpaRecommendation(...) and VpaEvent(...), without the named tuples' __new__ (a
+            # Python function each): a new recommendation on most runs.
+            new = _new_tuple
+            containers = {}
+            for c, p in parts.items():
+                containers[c] = new(
+                    VpaRecommendation,
+                    (p["target"][1], p["lower_bound"][1], p["upper_bound"][1], p["uncapped_target"][1]),
+                )
+            event = new(VpaEvent, (tick, spec.workload, containers, tuple(raw["conditions"]), "tandem", "vpa"))
             state.vpa_own = OwnVpa(parts, texts, event)
             return event, published
         cached.parts = parts
@@ -365,7 +375,7 @@ def own_vpa(
     if cached is not None and cached.texts == raw["containers"]:
         # between recommender runs, or when a run gives the same figures, the same recommendation
         # holds; only its time moves
-        return replace(cached.event, ts=tick), published
+        return _new_tuple(VpaEvent, (tick, *cached.event[1:])), published  # cached.event._replace(ts=tick)
     # The recommendation was restored with the state: read its text back.
     containers = {}
     for c, r in raw["containers"].items():
@@ -375,6 +385,9 @@ def own_vpa(
     event = VpaEvent(tick, spec.workload, containers, tuple(raw["conditions"]), "tandem")
     state.vpa_own = OwnVpa({}, raw["containers"], event)
     return event, published
+
+
+_new_tuple = tuple.__new__
 
 
 @lru_cache(maxsize=4096)

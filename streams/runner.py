@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from scaling.engine import Engine
 from scaling.errors import InvalidEvent
@@ -26,6 +26,9 @@ from scaling.reconcile import Emitted
 from schemas.codec import decode
 from streams.inputs import BrokenStream, iter_lines
 
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
 __all__ = [
     "Line",
     "Progress",
@@ -33,6 +36,7 @@ __all__ = [
     "StrictError",
     "no_policy_warning",
     "read_events",
+    "read_reduced",
     "read_sorted",
     "run",
 ]
@@ -216,6 +220,98 @@ def read_sorted(
     events = read_events(paths, report, stats, strict=strict, progress=progress, check_policies=check_policies)
     events.sort(key=_ts)  # stable: equal ts keep their arrival order
     return events
+
+
+T = TypeVar("T")
+
+
+def read_reduced(
+    paths: Sequence[str],
+    report: Callable[[str], None],
+    stats: ReplayStats,
+    reduce: Callable[[Any, Event], T | None],
+    *,
+    jobs: int = 1,
+) -> list[tuple[float, T]]:
+    """:func:`read_sorted` for a reader that keeps little of each event: ``reduce(raw, event)`` of
+    every accepted line (``None``: nothing kept), with its ``ts``, in :func:`read_sorted`'s order.
+
+    Lines are decoded and refused exactly as :func:`read_events` does (the same messages, in the
+    same order, the same counts), but no decoded event outlives its line, and with ``jobs`` > 1 a
+    file's lines are decoded in that many parts at once, this process taking the first and a pool
+    the others: decoding is most of the time a reader like ``tandem simulate`` spends before any
+    work can be spread.  ``reduce`` must then be picklable (a module-level function), and so must
+    what it returns.
+    """
+    kept: list[tuple[float, T]] = []
+    for path in paths:
+        stats.files += 1
+        lines: list[tuple[int, bytes]] = []
+        broken: BrokenStream | None = None
+        try:
+            lines.extend(iter_lines(path))
+        except BrokenStream as exc:
+            broken = exc  # the lines before stand; the break is reported after them
+        stats.read += len(lines)
+        parts = max(1, min(jobs, len(lines) // _MIN_PART_LINES))
+        size = -(-len(lines) // parts)
+        chunks = [lines[i : i + size] for i in range(0, len(lines), size)] or [lines]
+        # Imported here, not with the module: replay, report and publish read through this module
+        # and never spread their reading; the two imports cost them about 65 M instructions.
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        if len(chunks) > 1 and "fork" in multiprocessing.get_all_start_methods():
+            context = multiprocessing.get_context("fork")  # no re-import of tandem in each decoder
+            with ProcessPoolExecutor(max_workers=len(chunks) - 1, mp_context=context) as pool:
+                futures: list[Future[_Decoded[T]]] = [
+                    pool.submit(_decode_part, path, chunk, reduce) for chunk in chunks[1:]
+                ]
+                results = [_decode_part(path, chunks[0], reduce)] + [f.result() for f in futures]
+        else:
+            results = [_decode_part(path, chunk, reduce) for chunk in chunks]
+        for part_kept, refused in results:
+            kept.extend(part_kept)
+            stats.rejected += len(refused)
+            for msg in refused:
+                report(msg)
+        if broken is not None:
+            stats.rejected += 1
+            report(f"{path}:{broken.lineno}: {broken}")
+    kept.sort(key=_ts_of)  # stable: equal ts keep their arrival order
+    return kept
+
+
+#: Fewer lines than this per part are decoded here: a pool would cost more than it saves.
+_MIN_PART_LINES = 2000
+
+
+def _ts_of(item: tuple[float, Any]) -> float:
+    return item[0]
+
+
+#: A part of a file, decoded: what was kept of its lines, and the messages of those refused.
+_Decoded = tuple[list[tuple[float, T]], list[str]]
+
+
+def _decode_part(
+    path: str, lines: Sequence[tuple[int, bytes]], reduce: Callable[[Any, Event], T | None]
+) -> _Decoded[T]:
+    """Decode ``lines`` of ``path`` as :func:`read_events` does: ``(ts, reduce(raw, event))`` of
+    the accepted ones that reduce to something, and the messages of the refused ones, in order."""
+    kept: list[tuple[float, T]] = []
+    refused: list[str] = []
+    with _gc_paused():
+        for lineno, line in lines:
+            try:
+                raw, event = decode(line)
+            except InvalidEvent as exc:
+                refused.append(f"{path}:{lineno}: {exc}")
+                continue
+            value = reduce(raw, event)
+            if value is not None:
+                kept.append((event.ts, value))
+    return kept, refused
 
 
 def run(

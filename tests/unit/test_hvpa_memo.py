@@ -7,8 +7,9 @@ a fresh computation (``_decide``, no memo) with the same ticks, random ones cros
 maintenance window's edges, stabilization windows, OOM kills and changing recommendations, and
 require the same outcome and the same memory on every tick; and they replay the bundled example
 with every repeated tick computed again and compared.  Weakening any one comparison of the memo
-(the VPA's targets or conditions, the HPA's desired or max replicas or conditions, the spec, any
-of the time answers) makes one of them fail.
+(the VPA's targets or conditions, the HPA's desired or max replicas or whether its conditions say
+ScalingLimited, the spec, any of the time answers) makes one of them fail; a condition HVPA does
+not read (AbleToScale's reason) changes on ticks that still hit.
 """
 
 from __future__ import annotations
@@ -105,8 +106,13 @@ def _workload(ts: float, replicas: int, cpu: int, mem: int) -> WorkloadEvent:
     return event
 
 
-def _hpa(ts: float, desired: int, limited: bool, max_replicas: int | None = None) -> HpaEvent:
-    conditions = [{"type": "ScalingLimited", "status": "True" if limited else "False"}]
+def _hpa(
+    ts: float, desired: int, limited: bool, max_replicas: int | None = None, reason: str = "ReadyForNewScale"
+) -> HpaEvent:
+    conditions = [
+        {"type": "ScalingLimited", "status": "True" if limited else "False"},
+        {"type": "AbleToScale", "status": "True", "reason": reason},  # not read by HVPA
+    ]
     raw: dict[str, Any] = {"type": "hpa", "ts": ts, "workload": WL, "desired_replicas": desired}
     raw["conditions"] = conditions
     if max_replicas is not None:
@@ -169,11 +175,16 @@ def test_a_repeated_tick_gets_the_outcome_a_fresh_decide_computes(manifest: dict
         elif roll < 0.20 and hpa is not None:
             # The same values again in a new event: new objects compare by value.  Or only the
             # HPA's maxReplicas moves (HVPA 2.2 reads it: vertical scale-up once desired reaches it).
+            # Or only a condition HVPA does not read (a new AbleToScale reason): still a hit.
             limited = hpa.conditions[0]["status"] == "True"
-            if rng.random() < 0.5:
+            roll = rng.random()
+            if roll < 0.4:
                 hpa = _hpa(hpa.ts, hpa.desired_replicas, rng.random() < 0.5, hpa.max_replicas)
-            else:
+            elif roll < 0.7:
                 hpa = _hpa(hpa.ts, hpa.desired_replicas, limited, rng.choice((None, 4, 7)))
+            else:
+                reason = rng.choice(("ReadyForNewScale", "ScaleDownStabilized", "SucceededRescale"))
+                hpa = _hpa(hpa.ts, hpa.desired_replicas, limited, hpa.max_replicas, reason)
         elif roll < 0.22 and vpa is not None:
             # The same targets in a new event, with other bounds (HVPA reads the targets only)
             # or other conditions.

@@ -86,6 +86,11 @@ def _same_targets(a: Mapping[str, VpaRecommendation], b: Mapping[str, VpaRecomme
     return True
 
 
+def _scaling_limited(conditions: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the HPA says ScalingLimited (HVPA 2.2): all that HVPA reads of its conditions."""
+    return any(c.get("type") == "ScalingLimited" and c.get("status", "True") == "True" for c in conditions)
+
+
 class HvpaPolicy:
     """Gardener HVPA, weight-based (released v0.17.0 rules, or the seed proposal's modes)."""
 
@@ -220,7 +225,13 @@ class HvpaPolicy:
                         and had is not None
                         and hpa.desired_replicas == had.desired_replicas
                         and hpa.max_replicas == had.max_replicas
-                        and hpa.conditions == had.conditions
+                        # Of the conditions, _decide reads whether the HPA is ScalingLimited: the
+                        # others (AbleToScale's reason, ScalingActive's message) change on ticks
+                        # that decide nothing new.
+                        and (
+                            hpa.conditions == had.conditions
+                            or _scaling_limited(hpa.conditions) == _scaling_limited(had.conditions)
+                        )
                     )
                 )
                 # The spec as a whole (replicas, containers' requests and limits; its ``ts`` too,
@@ -296,12 +307,7 @@ class HvpaPolicy:
         limited = (
             not s.hpa_deploy
             or hpa_up_off
-            or (
-                hpa is not None
-                and bool(hpa.conditions)
-                and desired >= max_r
-                and any(c.get("type") == "ScalingLimited" and c.get("status", "True") == "True" for c in hpa.conditions)
-            )
+            or (hpa is not None and desired >= max_r and _scaling_limited(hpa.conditions))
         )
         if s.form == "seed":
             # Seed: "once replica count reaches maxReplicas ... vertical scaling is done
