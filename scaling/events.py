@@ -63,6 +63,12 @@ class WorkloadRef:
     def as_dict(self) -> dict[str, str]:
         return {"cluster": self.cluster, "namespace": self.namespace, "kind": self.kind, "name": self.name}
 
+    def __reduce__(self) -> tuple[type[WorkloadRef], tuple[str, str, str, str]]:
+        # Pickled by ``tandem simulate --jobs`` (the parts of a split read come back from the
+        # pool).  Rebuilt through the constructor: a compiled (mypyc) frozen dataclass refuses
+        # the attribute-by-attribute restore pickle does by default.
+        return (WorkloadRef, (self.cluster, self.namespace, self.kind, self.name))
+
     @classmethod
     def from_key(cls, key: str) -> WorkloadRef:
         parts = key.split("/")
