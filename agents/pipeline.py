@@ -497,7 +497,13 @@ class Pipeline:
                 # (bench/soak.py --workers 1).  A pause behind the merge's back still counts.
                 inputs[tp] = (pos, pos if kind in held else hw)
                 read = clock.sources[kind].next_offset if clock is not None else None
-                commits[tp] = (committed.get(TP(*tp)), read)
+                done = committed.get(TP(*tp))
+                if done is None and clock is not None:
+                    # Never committed by the group: nothing is committed past where reading began
+                    # (the log start).  Without this, a new group that read its whole input and then
+                    # lost the broker before its first commit had no stall to report (test_chaos).
+                    done = clock.sources[kind].start_offset
+                commits[tp] = (done, read)
         stalled, must_exit = self.stalls.check(now, inputs)
         not_committed, must_exit_commit = self.commit_stalls.check(now, commits)
         must_exit = must_exit or must_exit_commit
