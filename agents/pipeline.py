@@ -171,6 +171,9 @@ class Pipeline:
         #: The last offset handed over per input topic-partition since the assignment: a jump on a
         #: topic without gaps means inputs the consumer dropped (see agents/fence.py).
         self._read_to: dict[tuple[str, int], int] = {}
+        #: The first offset handed over per input topic-partition since the assignment (the commit
+        #: watch's start for an input never committed, before its log start is known).
+        self._read_from: dict[tuple[str, int], int] = {}
         self.starts_known = False
         self._detail_task: asyncio.Future[None] | None = None
         self._reloaded_at = 0.0
@@ -322,6 +325,7 @@ class Pipeline:
         self.need_reload = True
         self._ends = {}
         self._read_to = {}
+        self._read_from = {}
         parts = sorted({tp.partition for tp in assigned if tp.topic in self.kind_of_topic})
         log.info("tandem worker: assigned partitions %s", parts)
 
@@ -360,6 +364,8 @@ class Pipeline:
                         msg.offset - last - 1,
                     )
                     self.stats["skipped"] += msg.offset - last - 1
+                if last is None:
+                    self._read_from.setdefault(tp, msg.offset)
                 if last is None or msg.offset > last:
                     read_to[tp] = msg.offset
                 value = msg.value
@@ -503,6 +509,8 @@ class Pipeline:
                     # (the log start).  Without this, a new group that read its whole input and then
                     # lost the broker before its first commit had no stall to report (test_chaos).
                     done = clock.sources[kind].start_offset
+                    if done is None:  # the log start not learned yet: the first offset read
+                        done = self._read_from.get(tp)
                 commits[tp] = (done, read)
         stalled, must_exit = self.stalls.check(now, inputs)
         not_committed, must_exit_commit = self.commit_stalls.check(now, commits)
