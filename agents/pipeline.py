@@ -69,6 +69,7 @@ from agents.fence import (
     faust_fetch_state,
     in_consumer_thread,
     on_wait_empty,
+    take_batches,
 )
 from agents.heap import HeapPolicy
 from agents.settings import MAX_SLOT_BYTES, STATE_TABLE, WorkerSettings
@@ -109,7 +110,7 @@ class _PartitionEvent:
     """Stands in for "the event being processed" while the slots of one partition are written.
 
     Faust's tables take the changelog partition (and RocksDB the local database) from the current
-    event (``faust.streams.current_event``).  A batched agent (``Stream.noack_take``) has no current
+    event (``faust.streams.current_event``).  A batched agent (``take_batches``) has no current
     event, and a timer even less (faust-streaming/faust#497), so writes name their partition this way.
     """
 
@@ -189,7 +190,6 @@ class Pipeline:
         self.busy_until = 0.0
         #: Events processed but not acknowledged: they are acknowledged by the next checkpoint.
         self._held: list[Any] = []
-        self._stream: Any = None
         #: Full garbage collections from the timer, not whenever CPython's allocator decides
         #: (agents/heap.py); ``serve`` installs it, so that tests building an app in-process do not.
         self.heap = HeapPolicy()
@@ -232,10 +232,10 @@ class Pipeline:
         app, settings = self.app, self.settings
 
         async def pipeline(stream: Any) -> None:
-            # ``noack_take``: the batch's messages are acknowledged by the checkpoint that writes
-            # the state they made (:meth:`_checkpoint`), not when the batch is done.
-            self._stream = stream
-            async for events in stream.noack_take(settings.batch_size, within=settings.batch_within):
+            # Batches from the channel's queue, below Faust's stream (agents/fence.py): their
+            # messages are acknowledged by the checkpoint that writes the state they made
+            # (:meth:`_checkpoint`), not when the batch is done.
+            async for events in take_batches(app, stream, settings.batch_size, settings.batch_within):
                 try:
                     await self.process(events)
                 except Exception as exc:
@@ -825,10 +825,8 @@ class Pipeline:
         await self._persist()
         self._checkpoint_at = time.monotonic()
         held, self._held = self._held, []
-        if held:
-            ack = self._stream.ack
-            for event in held:
-                await ack(event)
+        for event in held:
+            event.ack()
 
     async def _persist(self) -> None:
         """Write the touched slots to the table and wait until the broker has their changelog records."""
