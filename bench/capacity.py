@@ -24,7 +24,8 @@ For each fleet size N:
 Prints per N: messages/s offered, the median and largest drain time, the worker's CPU use over the
 steady scrapes (user + system, from ``/proc``; 100 % is one core), the same as CPU milliseconds per
 message offered (comparable between trees on a busy machine, as long as the worker kept up), its
-RSS, and the verdict.
+RSS, this script's own CPU (the producer) and how busy the whole machine was (all cores; the
+broker's share is what is left after the worker and the producer), and the verdict.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ CADENCE = 15.0
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 HEADER = (
     "| workloads | messages/s offered | drain median (s) | drain max (s) | worker CPU | CPU ms/message | RSS (MiB) "
-    "| keeps up |"
+    "| producer CPU | machine busy | keeps up |"
 )
 
 
@@ -66,6 +67,18 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU time of ``pid`` so far (``/proc/<pid>/stat`` fields 14 and 15)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU time of the whole machine so far, in clock ticks (``/proc/stat``'s first line).
+
+    The worker shares the machine with this script's producer and the broker: over the steady
+    scrapes, ``busy / total`` says how much of all the cores was used, so a worker short of CPU
+    because the machine is full shows as such (idle and I/O wait count as not busy).
+    """
+    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+    return float(sum(ticks) - idle), float(sum(ticks))
 
 
 def rss_mib(pid: int) -> float:
@@ -187,8 +200,9 @@ async def live(broker: str, prefix: str, group: str, n: int, args: argparse.Name
     drains: list[float | None] = []
     offered = 0
     steady_sent = 0
-    cpu_from = cpu_to = 0.0
+    cpu_from = cpu_to = own_from = own_to = 0.0
     wall_from = wall_to = 0.0
+    busy_from = busy_to = (0.0, 0.0)
     warm = max(1, args.ticks // 3)
     start = time.monotonic()
     try:
@@ -197,6 +211,7 @@ async def live(broker: str, prefix: str, group: str, n: int, args: argparse.Name
             await asyncio.sleep(max(0.0, at - time.monotonic()))
             if step == warm:
                 cpu_from, wall_from = cpu_seconds(proc.pid), time.monotonic()
+                own_from, busy_from = time.process_time(), machine_busy()
             sent = await produce_scrape(producer, prefix, step, n, args.pods)
             offered += sent
             if step >= warm:
@@ -214,6 +229,7 @@ async def live(broker: str, prefix: str, group: str, n: int, args: argparse.Name
             shown = f"{drained:.1f} s" if drained is not None else "not within the cadence"
             print(f"  {n} workloads, scrape {step + 1}/{args.ticks}: drained {shown}", flush=True)
         cpu_to, wall_to = cpu_seconds(proc.pid), time.monotonic()
+        own_to, busy_to = time.process_time(), machine_busy()
         rss = rss_mib(proc.pid)
     finally:
         await producer.stop()
@@ -231,6 +247,10 @@ async def live(broker: str, prefix: str, group: str, n: int, args: argparse.Name
         # worker kept up (else it did not do all of that work inside the window).
         "cpu_ms": 1000.0 * (cpu_to - cpu_from) / steady_sent if steady_sent else 0.0,
         "rss": rss,
+        # This script's own CPU (it produces the scrapes; 100 % is one core) and the share of the
+        # machine's cores in use, over the same window as the worker's.
+        "producer_cpu": 100.0 * (own_to - own_from) / (wall_to - wall_from) if wall_to > wall_from else 0.0,
+        "busy": 100.0 * (busy_to[0] - busy_from[0]) / (busy_to[1] - busy_from[1]) if busy_to[1] > busy_from[1] else 0.0,
         "keeps_up": len(done) == len(steady),
     }
 
@@ -266,13 +286,14 @@ def main(argv: list[str] | None = None) -> int:
             broker = out.stdout.strip().splitlines()[-1]
         rows = [run_fleet(broker, n, args, tmp) for n in sizes]
         print(HEADER)
-        print("|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for r in rows:
             median = f"{r['median']:.1f}" if r["median"] is not None else "-"
             worst = f"{r['max']:.1f}" if r["max"] is not None else "> 15"
             print(
                 f"| {r['workloads']:,} | {r['rate']:,.0f} | {median} | {worst} | {r['cpu']:.0f} % | "
-                f"{r['cpu_ms']:.2f} | {r['rss']:.0f} | {'yes' if r['keeps_up'] else 'no'} |"
+                f"{r['cpu_ms']:.2f} | {r['rss']:.0f} | {r['producer_cpu']:.0f} % | {r['busy']:.0f} % | "
+                f"{'yes' if r['keeps_up'] else 'no'} |"
             )
         return 0
     finally:
