@@ -27,6 +27,7 @@ import multiprocessing
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any
@@ -42,7 +43,7 @@ from scaling.reconcile import Emitted, flush, ingest
 from scaling.settings import Settings
 from scaling.vocabulary import DECISION
 from streams.inputs import load_manifests
-from streams.runner import Progress, ReplayStats, read_reduced
+from streams.runner import Progress, ReplayStats, _gc_paused, read_reduced
 
 __all__ = ["Demand", "Outcome", "derive_demand", "simulate", "table", "write_report"]
 
@@ -110,18 +111,27 @@ _Part = (
 )
 
 
-def _demand_part(raw: Any, event: Any) -> _Part | None:
+def _demand_part(raw: Any, event: Any, wanted: frozenset[str] | None = None) -> _Part | None:
     """The little of a decoded line that the demand needs (``streams.runner.read_reduced``'s
     ``reduce``): the typed event and its JSON are dropped at once, or sent back by a decoding
-    process as a few numbers."""
+    process as a few numbers.  ``wanted``: the keys of the workloads the policies name (``None``:
+    all); the lines of the others are decoded and checked all the same, but nothing is kept."""
     if isinstance(event, MetricEvent):
+        key = event.workload.key
+        if wanted is not None and key not in wanted:
+            return None
         totals: dict[str, tuple[float, float]] = {}
         for s in event.samples:
             cpu, mem = totals.get(s.container, (0.0, 0.0))
             totals[s.container] = (cpu + (s.cpu or 0.0), mem + (s.memory or 0))
-        series = [s for s in (raw.get("samples") or [raw]) if isinstance(s, dict) and "series" in s]
-        return (event.workload.key, totals, series) if totals or series else None
+        # A raw sample with a "series" is a series sample or the line is refused: none without them.
+        series = (
+            [s for s in (raw.get("samples") or [raw]) if isinstance(s, dict) and "series" in s] if event.series else []
+        )
+        return (key, totals, series) if totals or series else None
     if isinstance(event, WorkloadEvent):
+        if wanted is not None and event.workload.key not in wanted:
+            return None
         return (
             event.workload,
             max(event.replicas, 1),
@@ -416,13 +426,18 @@ def simulate(
     ``progress`` (default: ``err`` is a terminal) draws a bar of the runs done.
     """
     stats = ReplayStats()
+    manifests = _manifests(policy_files, settings)
+    wanted = None if manifests is None else frozenset(key for docs in manifests for key, _ in docs)
     # Only the demand is kept of the stream, line by line (the typed events would be a heap that
-    # the collector walks again and again, here and in every process forked below).
-    demands = _demands(read_reduced(paths, lambda msg: err.write(msg + "\n"), stats, _demand_part, jobs=jobs))
+    # the collector walks again and again, here and in every process forked below), and only of
+    # the workloads the policies name.
+    reduce = partial(_demand_part, wanted=wanted)
+    with _gc_paused():  # the demand only grows, as the read (streams.runner._gc_paused)
+        demands = _demands(read_reduced(paths, lambda msg: err.write(msg + "\n"), stats, reduce, jobs=jobs))
     runs: list[tuple[Demand, dict[str, Any], str]] = []
-    for path in policy_files:
+    for i, path in enumerate(policy_files):
         name = Path(path).stem
-        for manifest in load_manifests(path):
+        for manifest in load_manifests(path) if manifests is None else [m for _, m in manifests[i]]:
             key = policy_event(manifest, settings.cluster)["workload"]
             ref = WorkloadRef(**key)
             demand = demands.get(ref.key)
@@ -459,6 +474,20 @@ def simulate(
         if recordings is not None and recorded is not None:
             recordings.setdefault(name, []).extend(recorded)
     return outcomes
+
+
+def _manifests(policy_files: Sequence[str], settings: Settings) -> list[list[tuple[str, dict[str, Any]]]] | None:
+    """Per policy file, its manifests with the key of the workload each targets, read before the
+    stream so that the demand of the other workloads is not kept; ``None`` if a file or manifest
+    is refused: ``simulate`` then reads them after the stream as before, so the same messages
+    come in the same order."""
+    try:
+        return [
+            [(WorkloadRef(**policy_event(m, settings.cluster)["workload"]).key, m) for m in load_manifests(path)]
+            for path in policy_files
+        ]
+    except Exception:  # refused again below, after the stream, where simulate always refused it
+        return None
 
 
 #: The runs of the current ``simulate`` call, inherited by forked pool processes.
