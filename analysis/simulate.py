@@ -22,6 +22,7 @@ changes (disruption).  The simulator is a driver like the replay: it adds no dec
 
 from __future__ import annotations
 
+import gc
 import html
 import multiprocessing
 from collections.abc import Mapping, Sequence
@@ -448,6 +449,33 @@ def simulate(
     record = recordings is not None
     bar = Progress(err, len(runs), err.isatty() if progress is None else progress)
     results: list[tuple[Outcome, list[dict[str, Any]] | None]] = []
+    # What is in memory now (tandem's modules, the demands) lives until the runs end: frozen, the
+    # collector's full collections during the runs walk only what the runs make, in this process
+    # and in the processes forked below (which then also leave the inherited pages unwritten).
+    gc.freeze()
+    try:
+        _run_all(runs, settings, delay, record, jobs, bar, results)
+    finally:
+        gc.unfreeze()
+    bar.done()
+    outcomes: list[Outcome] = []
+    for (_, _, name), (outcome, recorded) in zip(runs, results, strict=True):
+        outcomes.append(outcome)
+        if recordings is not None and recorded is not None:
+            recordings.setdefault(name, []).extend(recorded)
+    return outcomes
+
+
+def _run_all(
+    runs: Sequence[tuple[Demand, dict[str, Any], str]],
+    settings: Settings,
+    delay: float,
+    record: bool,
+    jobs: int,
+    bar: Progress,
+    results: list[tuple[Outcome, list[dict[str, Any]] | None]],
+) -> None:
+    """The runs, in this process or spread over ``jobs`` processes; their results, in order, to ``results``."""
     if jobs <= 1 or len(runs) <= 1:
         for demand, manifest, name in runs:
             results.append(_run((demand, manifest, name, settings, delay, record)))
@@ -467,13 +495,6 @@ def simulate(
                     bar.update(len(results), "simulating")
         finally:
             _TASKS.clear()
-    bar.done()
-    outcomes: list[Outcome] = []
-    for (_, _, name), (outcome, recorded) in zip(runs, results, strict=True):
-        outcomes.append(outcome)
-        if recordings is not None and recorded is not None:
-            recordings.setdefault(name, []).extend(recorded)
-    return outcomes
 
 
 def _manifests(policy_files: Sequence[str], settings: Settings) -> list[list[tuple[str, dict[str, Any]]]] | None:
