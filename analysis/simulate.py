@@ -233,6 +233,7 @@ def simulate_one(
     # The one workload's state: each tick's samples and reconcile go to it directly (the engine's
     # own ``process`` and ``flush`` look it up, and flush sorts the keys of its one state).
     state = engine.state_for(ref.key)
+    state.publish_own = False  # the own hpa/vpa events would be dropped here: not built at all
     first = sim.workload_event(ref, t0)
     pending: list[tuple[float, dict[str, Any]]] = []
 

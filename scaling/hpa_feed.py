@@ -107,23 +107,22 @@ class HpaFeed:
         same ``MetricInputs`` (:meth:`inputs`).
         """
         if self.floor < oldest:
-            # Some stamp may be too old: find the oldest (forgotten pods may have held the floor).
+            # Some stamp may be too old: find the oldest (forgotten pods may have held the floor),
+            # and in the same pass the entries a copy would hold.
             floor = math.inf
-            for stamps in self.stamps.values():
-                for ts in stamps.values():
+            held: list[tuple[str, str]] = []
+            for pod, stamps in self.stamps.items():
+                for c, ts in stamps.items():
                     if ts < floor:
                         floor = ts
+                    if ts >= oldest:
+                        held.append((pod, c))
             self.floor = floor
             if floor < oldest:
-                return self._fresh_copy(oldest)
+                return self._fresh_copy(held)
         return self.usage, self.sample_ts
 
-    def _fresh_copy(self, oldest: float) -> tuple[dict[str, dict[str, dict[str, int]]], _Latest]:
-        held: list[tuple[str, str]] = []
-        for pod, stamps in self.stamps.items():
-            for c, ts in stamps.items():
-                if ts >= oldest:
-                    held.append((pod, c))
+    def _fresh_copy(self, held: list[tuple[str, str]]) -> tuple[dict[str, dict[str, dict[str, int]]], _Latest]:
         copy = self._copy
         if copy is not None and copy[0] == held:
             return copy[1], copy[2]
