@@ -453,11 +453,15 @@ def simulate(
     # What is in memory now (tandem's modules, the demands) lives until the runs end: frozen, the
     # collector's full collections during the runs walk only what the runs make, in this process
     # and in the processes forked below (which then also leave the inherited pages unwritten).
-    gc.freeze()
+    # Only when nothing else froze the heap: ``gc.unfreeze`` would thaw that too.
+    freeze = gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
     try:
         _run_all(runs, settings, delay, record, jobs, bar, results)
     finally:
-        gc.unfreeze()
+        if freeze:
+            gc.unfreeze()
     bar.done()
     outcomes: list[Outcome] = []
     for (_, _, name), (outcome, recorded) in zip(runs, results, strict=True):
