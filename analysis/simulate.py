@@ -22,11 +22,13 @@ changes (disruption).  The simulator is a driver like the replay: it adds no dec
 
 from __future__ import annotations
 
+import gc
 import html
 import multiprocessing
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any
@@ -38,11 +40,11 @@ from scaling.engine import Engine, policy_event
 from scaling.events import ContainerSample, MetricEvent, PolicyEvent, WorkloadEvent, WorkloadRef
 from scaling.policies import parse_policy
 from scaling.quantity import format_quantity, parse_quantity
-from scaling.reconcile import flush, ingest
+from scaling.reconcile import Emitted, flush, ingest
 from scaling.settings import Settings
 from scaling.vocabulary import DECISION
 from streams.inputs import load_manifests
-from streams.runner import Progress, ReplayStats, read_reduced
+from streams.runner import Progress, ReplayStats, _gc_paused, read_reduced
 
 __all__ = ["Demand", "Outcome", "derive_demand", "simulate", "table", "write_report"]
 
@@ -110,18 +112,27 @@ _Part = (
 )
 
 
-def _demand_part(raw: Any, event: Any) -> _Part | None:
+def _demand_part(raw: Any, event: Any, wanted: frozenset[str] | None = None) -> _Part | None:
     """The little of a decoded line that the demand needs (``streams.runner.read_reduced``'s
     ``reduce``): the typed event and its JSON are dropped at once, or sent back by a decoding
-    process as a few numbers."""
+    process as a few numbers.  ``wanted``: the keys of the workloads the policies name (``None``:
+    all); the lines of the others are decoded and checked all the same, but nothing is kept."""
     if isinstance(event, MetricEvent):
+        key = event.workload.key
+        if wanted is not None and key not in wanted:
+            return None
         totals: dict[str, tuple[float, float]] = {}
         for s in event.samples:
             cpu, mem = totals.get(s.container, (0.0, 0.0))
             totals[s.container] = (cpu + (s.cpu or 0.0), mem + (s.memory or 0))
-        series = [s for s in (raw.get("samples") or [raw]) if isinstance(s, dict) and "series" in s]
-        return (event.workload.key, totals, series) if totals or series else None
+        # A raw sample with a "series" is a series sample or the line is refused: none without them.
+        series = (
+            [s for s in (raw.get("samples") or [raw]) if isinstance(s, dict) and "series" in s] if event.series else []
+        )
+        return (key, totals, series) if totals or series else None
     if isinstance(event, WorkloadEvent):
+        if wanted is not None and event.workload.key not in wanted:
+            return None
         return (
             event.workload,
             max(event.replicas, 1),
@@ -222,16 +233,21 @@ def simulate_one(
     # The one workload's state: each tick's samples and reconcile go to it directly (the engine's
     # own ``process`` and ``flush`` look it up, and flush sorts the keys of its one state).
     state = engine.state_for(ref.key)
+    state.publish_own = False  # the own hpa/vpa events would be dropped here: not built at all
     first = sim.workload_event(ref, t0)
     pending: list[tuple[float, dict[str, Any]]] = []
+
+    def take(emitted: list[Emitted]) -> None:
+        """Queue the applied decisions among ``emitted`` for ``delay`` after their tick."""
+        for kind, ev in emitted:
+            if kind == "audit" and ev["type"] == DECISION and not ev["data"]["dry_run"]:
+                pending.append((ev["data"]["tick"] + delay, ev["data"]))
+                out.decisions += 1
 
     def feed(raw: dict[str, Any], event: Any = None) -> None:
         if record is not None and raw:
             record.append(raw)
-        for kind, ev in engine.process(raw, event):
-            if kind == "audit" and ev["type"] == DECISION and not ev["data"]["dry_run"]:
-                pending.append((ev["data"]["tick"] + delay, ev["data"]))
-                out.decisions += 1
+        take(engine.process(raw, event))
 
     feed(first)
     series = iter(demand.series)
@@ -240,51 +256,70 @@ def simulate_one(
     totals: dict[str, tuple[float, float]] = demand.points[0][1]
     # What the outcomes read of the simulated spec, worked out when a decision changes it, not
     # on every sample (the same sums and values, so the same floats).
+    n = sim.replicas
     books = _Books(sim)
-    names = _pod_names(sim.replicas)
-
-    def advance(until: float) -> None:
-        nonlocal cursor
-        if until > cursor:
-            books.accumulate(out, until - cursor, sim.replicas, totals)
-            cursor = until
-
+    names = _pod_names(n)
+    bounds = books.bounds
+    # Whether the usage since the last sample is over requests (bit 1) or limits (bit 2): worked
+    # out with each sample's per-pod usage below, and again when a decision changes the spec.
+    over = books.over(totals)
     new = _new_tuple
     process = ingest
     flush_state = flush
     for ts, point in demand.points:
         while pending and pending[0][0] <= ts:
             due, data = pending.pop(0)
-            advance(due)
+            if due > cursor:  # the outcomes up to the change, with the spec before it
+                books.accumulate(out, due - cursor, over)
+                cursor = due
             replica_change, vertical = sim.apply(data)
+            n = sim.replicas
             books = _Books(sim)
-            names = _pod_names(sim.replicas)
+            names = _pod_names(n)
+            bounds = books.bounds
+            over = books.over(totals)
             out.replica_changes += replica_change
             out.rolling_updates += vertical
-            out.timeline.append((due, sim.replicas, {c: dict(v) for c, v in sim.requests.items()}))
+            out.timeline.append((due, n, {c: dict(v) for c, v in sim.requests.items()}))
             feed(sim.workload_event(ref, due))
-        advance(ts)
+        if ts > cursor:
+            books.accumulate(out, ts - cursor, over)
+            cursor = ts
         totals = point
         while next_series is not None and next_series[0] <= ts:
             s_ts, raw_series = next_series
             feed({"type": "metric", "ts": s_ts, "workload": ref.as_dict(), "samples": raw_series})
             next_series = next(series, None)
-        n = sim.replicas
         samples: list[ContainerSample] = []
+        over = 0
         for c, (cpu, mem) in sorted(totals.items()) if len(totals) > 1 else totals.items():
             per_cpu = cpu / n
-            per_mem = int(mem / n)
-            limit = books.memory_limits.get(c)
-            oom = limit is not None and per_mem * 1000 > limit
+            per_pod_mem = mem / n
+            per_mem = int(per_pod_mem)
+            oom = False
+            b = bounds.get(c)
+            if b is not None:  # _Books.over, inline: the same comparisons of the same floats
+                req_cpu, lim_cpu, req_mem, lim_mem = b
+                used = per_cpu * 1000
+                if req_cpu is not None and used > req_cpu:
+                    over |= 1
+                if lim_cpu is not None and used > lim_cpu:
+                    over |= 2
+                used = per_pod_mem * 1000
+                if req_mem is not None and used > req_mem:
+                    over |= 1
+                if lim_mem is not None:
+                    if used > lim_mem:
+                        over |= 2
+                    oom = per_mem * 1000 > lim_mem  # above the memory limit: an OOM kill
             for pod in names:
                 # ContainerSample(pod, c, per_cpu, per_mem, True, oom), without the named
                 # tuple's __new__ (a Python function): a sample per simulated pod per tick.
                 samples.append(new(ContainerSample, (pod, c, per_cpu, per_mem, True, oom)))
         event = new(MetricEvent, (ts, ref, tuple(samples), (), "metric"))
-        for kind, ev in process(state, event, _NO_RAW, settings):
-            if kind == "audit" and ev["type"] == DECISION and not ev["data"]["dry_run"]:
-                pending.append((ev["data"]["tick"] + delay, ev["data"]))
-                out.decisions += 1
+        emitted = process(state, event, _NO_RAW, settings)
+        if emitted:
+            take(emitted)
         if record is not None:  # the simulated stream, for the report (built only when asked)
             record.append(
                 {
@@ -299,10 +334,9 @@ def simulate_one(
             )
         # Nothing recorded can arrive for this tick any more: reconcile it now, so a decision
         # takes effect ``delay`` after its tick and not one sample later.
-        for kind, ev in flush_state(state, settings):
-            if kind == "audit" and ev["type"] == DECISION and not ev["data"]["dry_run"]:
-                pending.append((ev["data"]["tick"] + delay, ev["data"]))
-                out.decisions += 1
+        emitted = flush_state(state, settings)
+        if emitted:
+            take(emitted)
         if (
             max_replicas is not None
             and n >= max_replicas
@@ -319,29 +353,33 @@ _NO_RAW: Mapping[str, Any] = MappingProxyType({})
 
 
 class _Books:
-    """What the outcomes read of a simulated spec: the request sums (cost) and per container the
-    requests and limits that usage is compared with, and the memory limits (OOM kills)."""
+    """What the outcomes read of a simulated spec (replicas, requests, limits): the cost per hour
+    and per container the requests and limits that usage is compared with (which also give the
+    memory limit of an OOM kill).  Worked out when a decision changes the spec, not per sample."""
 
-    __slots__ = ("bounds", "cpu_requests", "memory_limits", "memory_requests")
+    __slots__ = ("bounds", "cpu_rate", "cpu_requests", "memory_rate", "n")
 
     def __init__(self, sim: _Sim) -> None:
         requests, limits = sim.requests, sim.limits
+        self.n = n = sim.replicas
         self.cpu_requests = sum(r.get("cpu", 0) for r in requests.values())
-        self.memory_requests = sum(r.get("memory", 0) for r in requests.values())
+        memory_requests = sum(r.get("memory", 0) for r in requests.values())
+        # Requested core-hours and GiB-hours per hour: the left part of the cost's expressions,
+        # ``n * cpu / 1000 * hours`` and ``n * memory / 1000 / GIB * hours`` (so the same floats).
+        self.cpu_rate = n * self.cpu_requests / 1000
+        self.memory_rate = n * memory_requests / 1000 / GIB
         #: container -> (cpu request, cpu limit, memory request, memory limit), each or None
         self.bounds: dict[str, tuple[int | None, int | None, int | None, int | None]] = {}
         for c in set(requests) | set(limits):
             req = requests.get(c) or _NONE
             lim = limits.get(c) or _NONE
             self.bounds[c] = (req.get("cpu"), lim.get("cpu"), req.get("memory"), lim.get("memory"))
-        self.memory_limits = {c: lim["memory"] for c, lim in limits.items() if "memory" in lim}
 
-    def accumulate(self, out: Outcome, dt: float, n: int, totals: dict[str, tuple[float, float]]) -> None:
-        """Integrate ``dt`` seconds at ``n`` replicas with usage ``totals`` into ``out``."""
-        hours = dt / 3600
-        out.cpu_core_hours += n * self.cpu_requests / 1000 * hours
-        out.memory_gib_hours += n * self.memory_requests / 1000 / GIB * hours
-        over_req = over_lim = False
+    def over(self, totals: dict[str, tuple[float, float]]) -> int:
+        """Whether per-pod usage ``totals`` / n is over requests (bit 1) or limits (bit 2) of a
+        container; ``simulate_one`` works the same out inline for each sample."""
+        n = self.n
+        over = 0
         bounds = self.bounds
         for c, (cpu, mem) in totals.items():
             b = bounds.get(c)
@@ -350,17 +388,24 @@ class _Books:
             req_cpu, lim_cpu, req_mem, lim_mem = b
             used = cpu / n * 1000
             if req_cpu is not None and used > req_cpu:
-                over_req = True
+                over |= 1
             if lim_cpu is not None and used > lim_cpu:
-                over_lim = True
+                over |= 2
             used = mem / n * 1000
             if req_mem is not None and used > req_mem:
-                over_req = True
+                over |= 1
             if lim_mem is not None and used > lim_mem:
-                over_lim = True
-        if over_req:
+                over |= 2
+        return over
+
+    def accumulate(self, out: Outcome, dt: float, over: int) -> None:
+        """Integrate ``dt`` seconds of this spec, with usage ``over`` (:meth:`over`), into ``out``."""
+        hours = dt / 3600
+        out.cpu_core_hours += self.cpu_rate * hours
+        out.memory_gib_hours += self.memory_rate * hours
+        if over & 1:
             out.hours_over_requests += hours
-        if over_lim:
+        if over & 2:
             out.hours_over_limits += hours
 
 
@@ -383,13 +428,18 @@ def simulate(
     ``progress`` (default: ``err`` is a terminal) draws a bar of the runs done.
     """
     stats = ReplayStats()
+    manifests = _manifests(policy_files, settings)
+    wanted = None if manifests is None else frozenset(key for docs in manifests for key, _ in docs)
     # Only the demand is kept of the stream, line by line (the typed events would be a heap that
-    # the collector walks again and again, here and in every process forked below).
-    demands = _demands(read_reduced(paths, lambda msg: err.write(msg + "\n"), stats, _demand_part, jobs=jobs))
+    # the collector walks again and again, here and in every process forked below), and only of
+    # the workloads the policies name.
+    reduce = partial(_demand_part, wanted=wanted)
+    with _gc_paused():  # the demand only grows, as the read (streams.runner._gc_paused)
+        demands = _demands(read_reduced(paths, lambda msg: err.write(msg + "\n"), stats, reduce, jobs=jobs))
     runs: list[tuple[Demand, dict[str, Any], str]] = []
-    for path in policy_files:
+    for i, path in enumerate(policy_files):
         name = Path(path).stem
-        for manifest in load_manifests(path):
+        for manifest in load_manifests(path) if manifests is None else [m for _, m in manifests[i]]:
             key = policy_event(manifest, settings.cluster)["workload"]
             ref = WorkloadRef(**key)
             demand = demands.get(ref.key)
@@ -400,6 +450,37 @@ def simulate(
     record = recordings is not None
     bar = Progress(err, len(runs), err.isatty() if progress is None else progress)
     results: list[tuple[Outcome, list[dict[str, Any]] | None]] = []
+    # What is in memory now (tandem's modules, the demands) lives until the runs end: frozen, the
+    # collector's full collections during the runs walk only what the runs make, in this process
+    # and in the processes forked below (which then also leave the inherited pages unwritten).
+    # Only when nothing else froze the heap: ``gc.unfreeze`` would thaw that too.
+    freeze = gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
+    try:
+        _run_all(runs, settings, delay, record, jobs, bar, results)
+    finally:
+        if freeze:
+            gc.unfreeze()
+    bar.done()
+    outcomes: list[Outcome] = []
+    for (_, _, name), (outcome, recorded) in zip(runs, results, strict=True):
+        outcomes.append(outcome)
+        if recordings is not None and recorded is not None:
+            recordings.setdefault(name, []).extend(recorded)
+    return outcomes
+
+
+def _run_all(
+    runs: Sequence[tuple[Demand, dict[str, Any], str]],
+    settings: Settings,
+    delay: float,
+    record: bool,
+    jobs: int,
+    bar: Progress,
+    results: list[tuple[Outcome, list[dict[str, Any]] | None]],
+) -> None:
+    """The runs, in this process or spread over ``jobs`` processes; their results, in order, to ``results``."""
     if jobs <= 1 or len(runs) <= 1:
         for demand, manifest, name in runs:
             results.append(_run((demand, manifest, name, settings, delay, record)))
@@ -419,13 +500,20 @@ def simulate(
                     bar.update(len(results), "simulating")
         finally:
             _TASKS.clear()
-    bar.done()
-    outcomes: list[Outcome] = []
-    for (_, _, name), (outcome, recorded) in zip(runs, results, strict=True):
-        outcomes.append(outcome)
-        if recordings is not None and recorded is not None:
-            recordings.setdefault(name, []).extend(recorded)
-    return outcomes
+
+
+def _manifests(policy_files: Sequence[str], settings: Settings) -> list[list[tuple[str, dict[str, Any]]]] | None:
+    """Per policy file, its manifests with the key of the workload each targets, read before the
+    stream so that the demand of the other workloads is not kept; ``None`` if a file or manifest
+    is refused: ``simulate`` then reads them after the stream as before, so the same messages
+    come in the same order."""
+    try:
+        return [
+            [(WorkloadRef(**policy_event(m, settings.cluster)["workload"]).key, m) for m in load_manifests(path)]
+            for path in policy_files
+        ]
+    except Exception:  # refused again below, after the stream, where simulate always refused it
+        return None
 
 
 #: The runs of the current ``simulate`` call, inherited by forked pool processes.

@@ -27,8 +27,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import scaling
-
 HERE = Path(__file__).resolve()
 ROOT = HERE.parents[1]
 
@@ -63,6 +61,8 @@ def main() -> None:
     if args.child is not None:
         _child(args.child, args.jobs or 1)
         return
+    import scaling  # here, not at the top: a --child must import the core of its own tree
+
     root = ROOT
     stream = str(root / "examples" / "stream.jsonl.gz")
     policies = [str(root / "examples" / "simulate" / f"{n}.yaml") for n in ("horizontal", "vertical", "hvpa")]
@@ -104,9 +104,12 @@ def _child(tree: Path, jobs: int) -> None:
     """One measurement on ``tree`` (imported from there), as a JSON line."""
     sys.path.insert(0, str(tree))
     import analysis
+    import scaling
 
-    if tree.resolve() not in Path(analysis.__file__).resolve().parents:
-        raise SystemExit(f"imported {analysis.__file__}, not from {tree}")
+    # scaling/__init__.py is the tree's own (its compiled build, if any, is that of its sources).
+    for module in (analysis, scaling):
+        if tree.resolve() not in Path(str(module.__file__)).resolve().parents:
+            raise SystemExit(f"imported {module.__file__}, not from {tree}")
     policies = [str(tree / "examples" / "simulate" / f"{n}.yaml") for n in ("horizontal", "vertical", "hvpa")]
     seconds, days, rows = _measure(str(tree / "examples" / "stream.jsonl.gz"), policies, jobs)
     print(json.dumps({"seconds": seconds, "days": days, "rows": rows}))

@@ -48,7 +48,7 @@ class HpaFeed:
     ``floor`` once per event); every other change goes through :meth:`note`.
     """
 
-    __slots__ = ("_inputs", "_pods", "_requests", "floor", "pods_version", "sample_ts", "stamps", "usage")
+    __slots__ = ("_copy", "_inputs", "_pods", "_requests", "floor", "pods_version", "sample_ts", "stamps", "usage")
 
     def __init__(self) -> None:
         self.usage: dict[str, dict[str, dict[str, int]]] = {}
@@ -59,6 +59,9 @@ class HpaFeed:
         self._pods: tuple[object, tuple[PodInfo, ...]] | None = None
         self._requests: tuple[WorkloadEvent, dict[str, dict[str, int]]] | None = None
         self._inputs: MetricInputs | None = None
+        #: The last filtered copy (``fresh``): the (pod, container) entries it holds, its usage and
+        #: its sample times; dropped by every write that replaces an entry's mapping.
+        self._copy: tuple[list[tuple[str, str]], dict[str, dict[str, dict[str, int]]], _Latest] | None = None
 
     @classmethod
     def from_table(cls, table: Mapping[str, Mapping[str, Sequence[Any]]]) -> HpaFeed:
@@ -85,46 +88,53 @@ class HpaFeed:
         self.stamps[pod][container] = ts
         if ts < self.floor:
             self.floor = ts
+        self._copy = None  # a copy would hold the mapping ``values`` replaced
 
     def forget(self, pod: str) -> None:
         """The usage table dropped ``pod``."""
         del self.usage[pod], self.stamps[pod]
         self.pods_version += 1
+        self._copy = None
 
     def fresh(self, oldest: float) -> tuple[Mapping[str, Mapping[str, Mapping[str, int]]], Mapping[str, float]]:
         """The samples taken at ``oldest`` or later: (usage, per-pod sample time), HPA-shaped.
 
         When every sample is fresh these are the live mappings themselves (read them, do not keep
-        them); else filtered copies, a pod kept with its fresh containers if it has any.
+        them); else filtered copies, a pod kept with its fresh containers if it has any.  The copy
+        is made again only when the entries it holds change: pods that stopped reporting (a
+        scale-down) stay in the usage table, old, tick after tick, and the same copy (whose
+        values are the live entries, written in place by ``own.observe``) then also gives the
+        same ``MetricInputs`` (:meth:`inputs`).
         """
         if self.floor < oldest:
-            # Some stamp may be too old: find the oldest (forgotten pods may have held the floor).
+            # Some stamp may be too old: find the oldest (forgotten pods may have held the floor),
+            # and in the same pass the entries a copy would hold.
             floor = math.inf
-            for stamps in self.stamps.values():
-                for ts in stamps.values():
+            held: list[tuple[str, str]] = []
+            for pod, stamps in self.stamps.items():
+                for c, ts in stamps.items():
                     if ts < floor:
                         floor = ts
+                    if ts >= oldest:
+                        held.append((pod, c))
             self.floor = floor
             if floor < oldest:
-                return self._fresh_copy(oldest)
+                return self._fresh_copy(held)
         return self.usage, self.sample_ts
 
-    def _fresh_copy(self, oldest: float) -> tuple[dict[str, dict[str, dict[str, int]]], dict[str, float]]:
+    def _fresh_copy(self, held: list[tuple[str, str]]) -> tuple[dict[str, dict[str, dict[str, int]]], _Latest]:
+        copy = self._copy
+        if copy is not None and copy[0] == held:
+            return copy[1], copy[2]
         usage: dict[str, dict[str, dict[str, int]]] = {}
-        sample_ts: dict[str, float] = {}
-        for pod, stamps in self.stamps.items():
-            containers = self.usage[pod]
-            per_pod: dict[str, dict[str, int]] | None = None
-            latest: float | None = None
-            for c, ts in stamps.items():
-                if ts < oldest:
-                    continue
-                if per_pod is None:
-                    per_pod = usage[pod] = {}
-                per_pod[c] = containers[c]
-                latest = ts if latest is None or ts > latest else latest
-            if latest is not None:
-                sample_ts[pod] = latest
+        for pod, c in held:
+            per_pod = usage.get(pod)
+            if per_pod is None:
+                per_pod = usage[pod] = {}
+            per_pod[c] = self.usage[pod][c]
+        # A pod's newest stamp is one of its fresh containers' (an old one is older than ``oldest``).
+        sample_ts = _Latest(self.stamps, usage)
+        self._copy = (held, usage, sample_ts)
         return usage, sample_ts
 
     def requests(self, spec: WorkloadEvent) -> dict[str, dict[str, int]]:
@@ -185,19 +195,23 @@ class _Latest(Mapping[str, float]):
 
     The HPA reads a pod's sample time only for a pod inside its CPU initialization period
     (``groupPods``), so it is not kept up to date per sample; this view is the same object on
-    every tick, which lets ``inputs`` hand the same ``MetricInputs`` back.
+    every tick, which lets ``inputs`` hand the same ``MetricInputs`` back.  ``pods`` (default: every
+    pod of the stamps) limits it to the pods of a filtered copy (``HpaFeed.fresh``).
     """
 
-    __slots__ = ("_stamps",)
+    __slots__ = ("_pods", "_stamps")
 
-    def __init__(self, stamps: dict[str, dict[str, float]]) -> None:
+    def __init__(self, stamps: dict[str, dict[str, float]], pods: Mapping[str, object] | None = None) -> None:
         self._stamps = stamps
+        self._pods: Mapping[str, object] = stamps if pods is None else pods
 
     def __getitem__(self, pod: str) -> float:
+        if pod not in self._pods:
+            raise KeyError(pod)
         return max(self._stamps[pod].values())
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._stamps)
+        return iter(self._pods)
 
     def __len__(self) -> int:
-        return len(self._stamps)
+        return len(self._pods)

@@ -235,6 +235,26 @@ def own_hpa(
         settings.hpa_config,
     )
     state.hpa_live = hstate  # serialised with the state (WorkloadState.to_dict)
+    if not state.publish_own:
+        # The event the policy reads, as below, without the raw event nothing would publish.
+        return _new_tuple(
+            HpaEvent,
+            (
+                tick,
+                spec.workload,
+                result.desired_replicas,
+                spec.replicas,
+                tmpl.min_replicas,
+                tmpl.max_replicas,
+                tuple(result.conditions),
+                tmpl.metrics,
+                tuple(result.current_metrics),
+                tmpl.behavior,
+                policy.name,
+                "tandem",
+                "hpa",
+            ),
+        ), None
     raw: dict[str, Any] = {
         "type": "hpa",
         "ts": tick,
@@ -354,7 +374,11 @@ def own_vpa(
             "conditions": [{"type": "RecommendationProvided", "status": "True"}],
             "source": "tandem",
         }
-        published = _changed(rec, "vpa_last", raw, ("containers",))
+        if state.publish_own:
+            published = _changed(rec, "vpa_last", raw, ("containers",))
+        else:
+            rec["vpa_last"] = raw  # kept all the same: the next runs read it (below)
+            published = None
         if moved or cached is None or texts != cached.texts:
             # VpaRecommendation(...) and VpaEvent(...), without the named tuples' __new__ (a
             # Python function each): a new recommendation on most runs.

@@ -76,6 +76,11 @@ class WorkloadState:
     #: The own HPA's inputs kept up to date sample by sample (built from ``recommender["usage"]``
     #: at the own HPA's first tick; ``own.observe`` keeps both in step).
     hpa_feed: HpaFeed | None = field(default=None, repr=False, compare=False)
+    #: Whether the own recommendations are published (``hpa``/``vpa`` events emitted when they
+    #: change).  A driver that drops them all (``tandem simulate``: its simulated cluster reads
+    #: only decisions) sets it false, and the own HPA and VPA then skip building and comparing
+    #: them; what they recommend, and so every decision, is the same.
+    publish_own: bool = field(default=True, repr=False, compare=False)
     #: The VPA template of :attr:`policy` as the own VPA last asked for it: (that policy, its template).
     own_vpa_template: tuple[Policy, VpaTemplate | None] | None = field(default=None, repr=False, compare=False)
     #: The own VPA's last recommendation as built: a ``scaling.own.OwnVpa`` (typed there: ``own``

@@ -244,46 +244,64 @@ def read_reduced(
     what it returns.
     """
     kept: list[tuple[float, T]] = []
-    for path in paths:
-        stats.files += 1
-        lines: list[tuple[int, bytes]] = []
-        broken: BrokenStream | None = None
-        try:
-            lines.extend(iter_lines(path))
-        except BrokenStream as exc:
-            broken = exc  # the lines before stand; the break is reported after them
-        stats.read += len(lines)
-        parts = max(1, min(jobs, len(lines) // _MIN_PART_LINES))
-        size = -(-len(lines) // parts)
-        chunks = [lines[i : i + size] for i in range(0, len(lines), size)] or [lines]
-        # Imported here, not with the module: replay, report and publish read through this module
-        # and never spread their reading; the two imports cost them about 65 M instructions.
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+    # The collector stays off until every part is back: decoding, the parts' results arriving
+    # from the pool (unpickled in this process: a few objects per line, all kept) and merging them
+    # only grow the heap, as in :func:`read_events` (the unpickling alone took 3 to 6 times as
+    # long with the collector on).
+    with _gc_paused():
+        for path in paths:
+            stats.files += 1
+            lines: list[tuple[int, bytes]] = []
+            broken: BrokenStream | None = None
+            try:
+                lines.extend(iter_lines(path))
+            except BrokenStream as exc:
+                broken = exc  # the lines before stand; the break is reported after them
+            stats.read += len(lines)
+            parts = max(1, min(jobs, len(lines) // _MIN_PART_LINES))
+            size = -(-len(lines) // parts)
+            chunks = [lines[i : i + size] for i in range(0, len(lines), size)] or [lines]
+            # Imported here, not with the module: replay, report and publish read through this
+            # module and never spread their reading; the two imports cost them about 65 M instructions.
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
 
-        if len(chunks) > 1 and "fork" in multiprocessing.get_all_start_methods():
-            context = multiprocessing.get_context("fork")  # no re-import of tandem in each decoder
-            with ProcessPoolExecutor(max_workers=len(chunks) - 1, mp_context=context) as pool:
-                futures: list[Future[_Decoded[T]]] = [
-                    pool.submit(_decode_part, path, chunk, reduce) for chunk in chunks[1:]
-                ]
-                results = [_decode_part(path, chunks[0], reduce)] + [f.result() for f in futures]
-        else:
-            results = [_decode_part(path, chunk, reduce) for chunk in chunks]
-        for part_kept, refused in results:
-            kept.extend(part_kept)
-            stats.rejected += len(refused)
-            for msg in refused:
-                report(msg)
-        if broken is not None:
-            stats.rejected += 1
-            report(f"{path}:{broken.lineno}: {broken}")
+            if len(chunks) > 1 and "fork" in multiprocessing.get_all_start_methods():
+                context = multiprocessing.get_context("fork")  # no re-import of tandem in each decoder
+                # The decoders inherit their lines with the fork (``_CHUNKS``) instead of receiving
+                # them pickled: a file's bytes copied twice before a decoder could start.
+                _CHUNKS[:] = chunks
+                try:
+                    with ProcessPoolExecutor(max_workers=len(chunks) - 1, mp_context=context) as pool:
+                        futures: list[Future[_Decoded[T]]] = [
+                            pool.submit(_decode_inherited, path, i, reduce) for i in range(1, len(chunks))
+                        ]
+                        results = [_decode_part(path, chunks[0], reduce)] + [f.result() for f in futures]
+                finally:
+                    _CHUNKS.clear()
+            else:
+                results = [_decode_part(path, chunk, reduce) for chunk in chunks]
+            for part_kept, refused in results:
+                kept.extend(part_kept)
+                stats.rejected += len(refused)
+                for msg in refused:
+                    report(msg)
+            if broken is not None:
+                stats.rejected += 1
+                report(f"{path}:{broken.lineno}: {broken}")
     kept.sort(key=_ts_of)  # stable: equal ts keep their arrival order
     return kept
 
 
 #: Fewer lines than this per part are decoded here: a pool would cost more than it saves.
 _MIN_PART_LINES = 2000
+#: The parts of the file being read, inherited by the forked decoders (``read_reduced``).
+_CHUNKS: list[list[tuple[int, bytes]]] = []
+
+
+def _decode_inherited(path: str, index: int, reduce: Callable[[Any, Event], T | None]) -> _Decoded[T]:
+    """:func:`_decode_part` of the part a forked decoder inherited (``_CHUNKS``)."""
+    return _decode_part(path, _CHUNKS[index], reduce)
 
 
 def _ts_of(item: tuple[float, Any]) -> float:

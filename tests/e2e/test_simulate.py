@@ -210,3 +210,83 @@ def test_html_report_puts_each_policys_plots_side_by_side_and_replays_its_decisi
         # the report replays the simulated stream through the same core: the same decisions
         assert len(decisions) == rows[name]["decisions"]
     assert rows["horizontal"]["decisions"] == 2
+
+
+def test_the_runs_see_the_heap_frozen_and_simulate_thaws_it_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The modules and demands, in memory before the runs, are out of the collector's full
+    collections while the runs go on (gc.freeze), and given back to it after."""
+    import gc
+
+    import analysis.simulate as sim
+
+    seen: list[int] = []
+    run_one = sim.simulate_one
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.get_freeze_count())
+        return run_one(*args, **kwargs)
+
+    monkeypatch.setattr(sim, "simulate_one", spy)
+    before = gc.get_freeze_count()
+    run(tmp_path, a=hvpa(0, hpa=True, vpa=False), b=hvpa(100, hpa=False, vpa=True))
+    assert len(seen) == 2 and all(n > before for n in seen)
+    assert gc.get_freeze_count() == before
+
+
+def test_simulate_leaves_a_heap_frozen_by_its_caller_as_it_was(tmp_path: Path) -> None:
+    import gc
+
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        run(tmp_path, a=hvpa(0, hpa=True, vpa=False))
+        # not thawed by simulate (frozen objects freed meanwhile may leave the count a little lower)
+        assert frozen - 100 < gc.get_freeze_count() <= frozen
+    finally:
+        gc.unfreeze()
+
+
+def _other_workload_lines() -> list[bytes]:
+    other = dict(WL, name="db")
+    spec = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {}}
+    return [
+        orjson.dumps({"type": "workload", "ts": T0, "workload": other, "replicas": 1, "containers": {"db": spec}}),
+        orjson.dumps({"type": "metric", "ts": T0, "workload": other, "samples": [{"pod": "db-0", "cpu": 0.5}]}),
+        orjson.dumps(
+            {"type": "metric", "ts": T0, "workload": other, "samples": [{"pod": "db-0", "container": "db", "cpu": 2.0}]}
+        ),
+    ]
+
+
+def test_a_workload_no_policy_names_is_checked_line_by_line_but_no_demand_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import analysis.simulate as sim
+
+    stream = tiny_stream(tmp_path / "s.jsonl")
+    stream.write_bytes(stream.read_bytes() + b"\n".join(_other_workload_lines()) + b"\n")
+    kept: list[list[str]] = []
+    demands_of = sim._demands
+    monkeypatch.setattr(sim, "_demands", lambda parts: kept.append(sorted(d := demands_of(parts))) or d)
+    err = io.StringIO()
+    files = [policy_file(tmp_path, "h", hvpa(0, hpa=True, vpa=False))]
+    outcomes = simulate([str(stream)], files, Settings(), 30.0, err)
+    assert kept == [["c1/shop/Deployment/web"]]  # db's workload and metric lines: not kept
+    assert [o.workload for o in outcomes] == ["c1/shop/Deployment/web"]
+    # db's sample without a container is refused as tandem replay refuses it
+    assert err.getvalue() == f"{stream}:7: field 'samples[0].container': required string is missing\n"
+
+
+def test_a_refused_policy_file_is_still_refused_after_the_streams_messages(tmp_path: Path) -> None:
+    stream = tiny_stream(tmp_path / "s.jsonl")
+    stream.write_bytes(stream.read_bytes() + _other_workload_lines()[1] + b"\n")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- 1\n")
+    err = io.StringIO()
+    files = [policy_file(tmp_path, "h", hvpa(0, hpa=True, vpa=False)), str(bad)]
+    with pytest.raises(ValueError, match="document 1 is not a manifest object"):
+        simulate([str(stream)], files, Settings(), 30.0, err)
+    assert err.getvalue() == f"{stream}:6: field 'samples[0].container': required string is missing\n"

@@ -182,3 +182,33 @@ def test_a_restored_state_rebuilds_the_feed_and_decides_as_the_running_one() -> 
     assert out_restored == out_straight
     hpa_events = [ev for out in out_straight for kind, ev in out if kind == "hpa"]
     assert len({ev["desired_replicas"] for ev in hpa_events}) > 2  # the HPA really moved
+
+
+def test_a_scale_downs_silent_pods_give_the_same_fresh_copy_until_the_pods_it_holds_change() -> None:
+    """Pods that stopped reporting stay in the table, old, tick after tick (a scale-down): the
+    filtered copy is made once and handed out again (its values the live entries that
+    ``own.observe`` writes in place), so the tick's ``MetricInputs`` is the same object too."""
+    feed = HpaFeed()
+    for pod in ("a", "b", "c"):
+        feed.note(pod, "app", T0, 100, 1000)
+    requests: dict[str, dict[str, int]] = {"app": {"cpu": 200}}
+    series: dict[str, dict[str | None, float]] = {}
+    seen = []
+    for tick in (3, 4, 5):  # "c" is silent from T0 on: older than two scrape periods from tick 3
+        ts = T0 + 60 * tick
+        for pod in ("a", "b"):  # written in place, as own.observe writes a full sample
+            feed.usage[pod]["app"]["cpu"] = 100 + tick
+            feed.stamps[pod]["app"] = ts
+        usage, sample_ts = feed.fresh(ts - 120.0)
+        assert usage == {
+            "a": {"app": {"cpu": 100 + tick, "memory": 1000}},
+            "b": {"app": {"cpu": 100 + tick, "memory": 1000}},
+        }
+        assert dict(sample_ts) == {"a": ts, "b": ts} and "c" not in sample_ts
+        assert sample_ts.get("c", -1.0) == -1.0
+        seen.append((usage, sample_ts, feed.inputs(usage, requests, series, sample_ts)))
+    assert all(s[0] is seen[0][0] and s[1] is seen[0][1] and s[2] is seen[0][2] for s in seen)
+    feed.note("c", "app", T0 + 360, 300, 3000)  # "c" reports again: a new copy that holds it
+    usage, sample_ts = feed.fresh(T0 + 240.0)
+    assert usage is not seen[0][0] and list(usage) == ["a", "b", "c"]
+    assert dict(sample_ts) == {"a": T0 + 300, "b": T0 + 300, "c": T0 + 360}

@@ -1,0 +1,59 @@
+"""``streams.inputs.load_yaml_file``: libyaml's parser when PyYAML has it, PyYAML's messages for a bad file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from streams import inputs
+
+ROOT = Path(__file__).resolve().parents[2]
+needs_libyaml = pytest.mark.skipif(not yaml.__with_libyaml__, reason="PyYAML built without libyaml")
+
+
+@needs_libyaml
+def test_policy_files_are_parsed_by_libyaml_into_the_same_documents(monkeypatch: pytest.MonkeyPatch) -> None:
+    used: list[str] = []
+
+    class Spy(yaml.CSafeLoader):
+        def __init__(self, stream: Any) -> None:
+            used.append(stream.name)
+            super().__init__(stream)
+
+    monkeypatch.setattr(inputs, "_FAST_LOADER", Spy)
+    paths = [str(p) for p in sorted((ROOT / "examples").rglob("*.yaml"))]
+    assert len(paths) >= 4
+    for path in paths:
+        with open(path, encoding="utf-8") as fh:
+            pure = [d for d in yaml.safe_load_all(fh) if d is not None]
+        fast = inputs.load_yaml_file(path)
+        flat: list[Any] = []
+        for d in pure:
+            if isinstance(d, list):
+                flat.extend(d)
+            elif isinstance(d, dict) and d.get("kind") == "List" and isinstance(d.get("items"), list):
+                flat.extend(d["items"])
+            else:
+                flat.append(d)
+        assert fast == flat and repr(fast) == repr(flat)
+    assert used == paths
+
+
+@needs_libyaml
+@pytest.mark.parametrize(
+    "text",
+    ["kind: Hvpa\nspec: [1, 2\n", "a: b: c\n", "kind: Hvpa\n\tbad: tab\n", "- \x07\n"],
+    ids=["unclosed", "nested-plain", "tab", "control-char"],
+)
+def test_a_file_libyaml_refuses_is_refused_with_pyyamls_own_message(tmp_path: Path, text: str) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text, encoding="utf-8")
+    with open(bad, encoding="utf-8") as fh, pytest.raises(yaml.YAMLError) as pure:
+        list(yaml.safe_load_all(fh))
+    with pytest.raises(yaml.YAMLError) as ours:
+        inputs.load_yaml_file(str(bad))
+    assert str(ours.value) == str(pure.value)
+    assert f'in "{bad}"' in str(ours.value)  # PyYAML's marks name the file
