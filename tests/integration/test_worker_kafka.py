@@ -365,6 +365,10 @@ def test_worker_killed_mid_stream_resumes_without_losing_decisions(kafka_broker:
         TANDEM_DATA_DIR=str(tmp_path / "state-store"),  # not "rocksdb": python -m puts the cwd on sys.path
         TANDEM_BATCH_SIZE="100",
         TANDEM_BATCH_WITHIN="0.05",
+        # Checkpoints while the backlog is read, so that the kill comes after some state was
+        # written (the worker reads the example's backlog in a few seconds, and with the default
+        # 5 s it could reach a quarter of the audit before its first checkpoint: nothing to resume).
+        TANDEM_PERSIST_INTERVAL="0.5",
         # the killed member holds its partitions until its session times out (6 s is Kafka's minimum)
         TANDEM_SESSION_TIMEOUT="6",
         TANDEM_REBALANCE_TIMEOUT="6",
