@@ -146,7 +146,16 @@ class ConfirmedTable(Table):  # type: ignore[misc]
 
     async def confirm(self) -> None:
         """Wait until the broker has every changelog record written so far (raises if one failed)."""
+        await self.wait_confirmed(self.take_unconfirmed())
+
+    def take_unconfirmed(self) -> list[FutureMessage]:
+        """The changelog records written since the last call (or :meth:`confirm`), to wait for later."""
         futures, self._unconfirmed = self._unconfirmed, None
+        return futures or []
+
+    @staticmethod
+    async def wait_confirmed(futures: list[FutureMessage]) -> None:
+        """Wait until the broker has acknowledged ``futures`` (raises if one failed)."""
         if not futures:
             return
         _done, pending = await asyncio.wait(futures, timeout=CONFIRM_WARN_AFTER)

@@ -1,0 +1,145 @@
+"""agents/pipeline.py checkpoints: the state's changelog acknowledged first, then the messages.
+
+The broker's acknowledgement of a checkpoint's slot writes is waited for in the background while
+the agent goes on; these tests drive :meth:`Pipeline._checkpoint` on a pipeline reduced to what it
+touches, with the changelog records as futures the test resolves, in the role of the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from agents.fence import ConfirmedTable
+from agents.pipeline import Pipeline
+
+
+class _Message:
+    def __init__(self, offset: int, acks: list[int]) -> None:
+        self.offset = offset
+        self._acks = acks
+
+    def ack(self) -> bool:
+        self._acks.append(self.offset)
+        return True
+
+
+class _Table:
+    wait_confirmed = staticmethod(ConfirmedTable.wait_confirmed)
+
+
+def _pipeline(writes: list[list[asyncio.Future[Any]]]) -> tuple[Pipeline, list[str]]:
+    """A pipeline whose checkpoints write the next list of ``writes`` (their changelog records)."""
+    p = Pipeline.__new__(Pipeline)
+    p.table = _Table()  # type: ignore[assignment]
+    p._held = []
+    p._confirming = None
+    p.generation = 1
+    log: list[str] = []
+
+    def write_slots() -> list[Any]:
+        log.append("write")
+        return writes.pop(0) if writes else []
+
+    p._write_slots = write_slots  # type: ignore[method-assign]
+    return p, log
+
+
+def test_messages_are_acknowledged_only_once_the_broker_has_their_state() -> None:
+    async def main() -> list[list[int]]:
+        loop = asyncio.get_running_loop()
+        record = loop.create_future()
+        p, _ = _pipeline([[record]])
+        acks: list[int] = []
+        p._held = [_Message(0, acks), _Message(1, acks)]
+        await p._checkpoint()  # returns at once: the agent goes on
+        seen = [list(acks)]
+        await asyncio.sleep(0.01)
+        seen.append(list(acks))
+        record.set_result(None)  # the broker acknowledges the slot write
+        await p._settle()
+        seen.append(list(acks))
+        return seen
+
+    assert asyncio.run(main()) == [[], [], [0, 1]]
+
+
+def test_the_next_checkpoint_waits_for_the_one_in_flight_before_it_writes() -> None:
+    async def main() -> tuple[list[str], list[int]]:
+        loop = asyncio.get_running_loop()
+        first, second = loop.create_future(), loop.create_future()
+        p, log = _pipeline([[first], [second]])
+        acks: list[int] = []
+        p._held = [_Message(0, acks)]
+        await p._checkpoint()
+        p._held = [_Message(1, acks)]
+        nxt = asyncio.ensure_future(p._checkpoint())
+        await asyncio.sleep(0.01)
+        log.append(f"second written before the first was acknowledged: {log.count('write') == 2}")
+        first.set_result(None)
+        await nxt
+        second.set_result(None)
+        await p._settle()
+        return log, acks
+
+    log, acks = asyncio.run(main())
+    assert log == ["write", "second written before the first was acknowledged: False", "write"]
+    assert acks == [0, 1]
+
+
+def test_settle_returns_after_the_acknowledgements_a_rebalance_waits_for() -> None:
+    async def main() -> list[int]:
+        loop = asyncio.get_running_loop()
+        record = loop.create_future()
+        loop.call_later(0.02, record.set_result, None)
+        p, _ = _pipeline([[record]])
+        acks: list[int] = []
+        p._held = [_Message(7, acks)]
+        await p._checkpoint(settle=True)
+        return acks
+
+    assert asyncio.run(main()) == [7]
+
+
+def test_a_checkpoint_that_writes_nothing_acknowledges_at_once() -> None:
+    async def main() -> list[int]:
+        p, _ = _pipeline([])
+        acks: list[int] = []
+        p._held = [_Message(3, acks)]  # e.g. a redelivered message, or tandem's own recommendation back
+        await p._checkpoint()
+        return acks
+
+    assert asyncio.run(main()) == [3]
+
+
+def test_a_checkpoint_from_before_a_rebalance_is_not_acknowledged_after_it() -> None:
+    async def main() -> list[int]:
+        loop = asyncio.get_running_loop()
+        record = loop.create_future()
+        p, _ = _pipeline([[record]])
+        acks: list[int] = []
+        p._held = [_Message(5, acks)]
+        await p._checkpoint()
+        p.generation += 1  # the partitions changed hands meanwhile
+        record.set_result(None)
+        await p._settle()
+        return acks
+
+    assert asyncio.run(main()) == []
+
+
+def test_a_checkpoint_given_up_by_its_caller_still_finishes_by_itself() -> None:
+    async def main() -> tuple[list[int], bool]:
+        loop = asyncio.get_running_loop()
+        record = loop.create_future()
+        p, _ = _pipeline([[record]])
+        acks: list[int] = []
+        p._held = [_Message(9, acks)]
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(p._checkpoint(settle=True), timeout=0.02)  # a rebalance's limit
+        record.set_result(None)  # the broker answers late
+        await p._settle()
+        return acks, p._confirming is None
+
+    assert asyncio.run(main()) == ([9], True)
