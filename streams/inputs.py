@@ -170,11 +170,47 @@ def _stream_reason(exc: BaseException) -> str:
     return str(exc)
 
 
+class _UniqueKeys:
+    """A mapping that names a key twice is refused, not read as its last value.
+
+    YAML says a mapping's keys are unique, but PyYAML (pure and libyaml alike) keeps the last of
+    two: a policy with ``minReplicas`` twice would silently run with the second.  Keys merged in
+    with ``<<`` may be overridden, as YAML allows; only a mapping's own keys are compared.
+    """
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=deep)  # type: ignore[attr-defined]
+                try:
+                    duplicate = key in seen
+                except TypeError:  # an unhashable key: PyYAML refuses it below
+                    continue
+                if duplicate:
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping",
+                        node.start_mark,
+                        f"found duplicate key {key!r} (each key once: the second would silently win)",
+                        key_node.start_mark,
+                    )
+                seen.add(key)
+        return super().construct_mapping(node, deep)  # type: ignore[misc]
+
+
+class _StrictSafeLoader(_UniqueKeys, yaml.SafeLoader):
+    """PyYAML's pure safe loader, refusing duplicate keys."""
+
+
 #: libyaml's parser under PyYAML's own safe constructor, where PyYAML was built with it: the same
 #: documents as ``yaml.safe_load_all`` (the scalars are resolved and built by the same Python code)
 #: about ten times faster; three policy files took ``tandem simulate`` 0.19 G instructions before
-#: its first line was read.
-_FAST_LOADER: type[Any] | None = getattr(yaml, "CSafeLoader", None)
+#: its first line was read.  Duplicate keys are refused by both.
+_FAST_LOADER: type[Any] | None = (
+    type("_StrictCSafeLoader", (_UniqueKeys, yaml.CSafeLoader), {}) if hasattr(yaml, "CSafeLoader") else None
+)
 
 
 def load_yaml_file(path: str) -> list[Any]:
@@ -191,7 +227,7 @@ def load_yaml_file(path: str) -> list[Any]:
             loaded = None
     if loaded is None:
         with open(path, encoding="utf-8") as fh:
-            loaded = list(yaml.safe_load_all(fh))
+            loaded = list(yaml.load_all(fh, Loader=_StrictSafeLoader))
     docs = [d for d in loaded if d is not None]
     out: list[Any] = []
     for d in docs:

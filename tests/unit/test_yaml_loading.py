@@ -57,3 +57,32 @@ def test_a_file_libyaml_refuses_is_refused_with_pyyamls_own_message(tmp_path: Pa
         inputs.load_yaml_file(str(bad))
     assert str(ours.value) == str(pure.value)
     assert f'in "{bad}"' in str(ours.value)  # PyYAML's marks name the file
+
+
+DUPLICATE = "kind: Hvpa\nmetadata:\n  name: web\nspec:\n  minReplicas: 2\n  maxReplicas: 9\n  minReplicas: 3\n"
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["libyaml", "pure"])
+def test_a_key_given_twice_is_refused_not_read_as_its_last_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fast: bool
+) -> None:
+    if fast and not yaml.__with_libyaml__:
+        pytest.skip("PyYAML built without libyaml")
+    if not fast:
+        monkeypatch.setattr(inputs, "_FAST_LOADER", None)
+    bad = tmp_path / "policy.yaml"
+    bad.write_text(DUPLICATE, encoding="utf-8")
+    with pytest.raises(yaml.YAMLError) as refused:
+        inputs.load_yaml_file(str(bad))
+    message = str(refused.value)
+    assert "found duplicate key 'minReplicas'" in message
+    assert f'in "{bad}", line 7, column 3' in message  # the second one
+    assert f'in "{bad}", line 5, column 3' in message  # the mapping it is in: spec's
+
+
+def test_a_key_merged_in_may_be_overridden_as_yaml_allows(tmp_path: Path) -> None:
+    path = tmp_path / "merge.yaml"
+    path.write_text("base: &b {minReplicas: 2, maxReplicas: 9}\nspec:\n  <<: *b\n  minReplicas: 3\n", encoding="utf-8")
+    assert inputs.load_yaml_file(str(path)) == [
+        {"base": {"minReplicas": 2, "maxReplicas": 9}, "spec": {"minReplicas": 3, "maxReplicas": 9}}
+    ]
