@@ -235,26 +235,28 @@ def own_hpa(
         settings.hpa_config,
     )
     state.hpa_live = hstate  # serialised with the state (WorkloadState.to_dict)
+    # HpaEvent(...), without the named tuple's __new__ (a Python function of 13 arguments): one
+    # per tick.
+    event = _new_tuple(
+        HpaEvent,
+        (
+            tick,
+            spec.workload,
+            result.desired_replicas,
+            spec.replicas,
+            tmpl.min_replicas,
+            tmpl.max_replicas,
+            tuple(result.conditions),
+            tmpl.metrics,
+            tuple(result.current_metrics),
+            tmpl.behavior,
+            policy.name,
+            "tandem",
+            "hpa",
+        ),
+    )
     if not state.publish_own:
-        # The event the policy reads, as below, without the raw event nothing would publish.
-        return _new_tuple(
-            HpaEvent,
-            (
-                tick,
-                spec.workload,
-                result.desired_replicas,
-                spec.replicas,
-                tmpl.min_replicas,
-                tmpl.max_replicas,
-                tuple(result.conditions),
-                tmpl.metrics,
-                tuple(result.current_metrics),
-                tmpl.behavior,
-                policy.name,
-                "tandem",
-                "hpa",
-            ),
-        ), None
+        return event, None  # the policy reads the event; no raw event is built for nothing to publish
     raw: dict[str, Any] = {
         "type": "hpa",
         "ts": tick,
@@ -268,26 +270,6 @@ def own_hpa(
         "name": policy.name,
         "source": "tandem",
     }
-    # HpaEvent(...), without the named tuple's __new__ (a Python function of 13 arguments): one
-    # per tick.
-    event = _new_tuple(
-        HpaEvent,
-        (
-            tick,
-            spec.workload,
-            result.desired_replicas,
-            spec.replicas,
-            tmpl.min_replicas,
-            tmpl.max_replicas,
-            tuple(raw["conditions"]),
-            tmpl.metrics,
-            tuple(result.current_metrics),
-            tmpl.behavior,
-            raw["name"],
-            "tandem",
-            "hpa",
-        ),
-    )
     return event, _changed(rec, "hpa_last", raw, ("desired_replicas", "conditions", "min_replicas", "max_replicas"))
 
 
