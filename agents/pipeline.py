@@ -104,6 +104,12 @@ _OWN = frozenset({"hpa", "vpa"})
 TIMER_INTERVAL = 0.25
 #: Seconds the checkpoint before a rebalance or a stop may take before it is given up.
 CHECKPOINT_WAIT = 30.0
+#: Seconds a slot changed only by an idle flush may wait for its next input before it is written
+#: by itself (see :meth:`Pipeline._checkpoint`); four scrapes at the collector's 15 s cadence.
+DECIDED_WAIT = 60.0
+#: Slots serialised between two yields to the event loop in a checkpoint's write (see
+#: :meth:`Pipeline._write_slots`).
+WRITE_CHUNK = 500
 
 
 class _PartitionEvent:
@@ -274,7 +280,8 @@ class Pipeline:
         whoever owns their partitions next reads them again (at-least-once, as after a crash).
         """
         async with self.lock:
-            if not self._held and not self.merger.dirty and self._confirming is None:
+            merger = self.merger
+            if not self._held and not merger.dirty and not merger.decided and self._confirming is None:
                 return
             try:
                 await asyncio.wait_for(self._checkpoint(settle=True), timeout=CHECKPOINT_WAIT)
@@ -474,8 +481,10 @@ class Pipeline:
                     per_partition.append((p, part))
             if out:
                 await self._publish(out, [])
-            if (self._held or self.merger.dirty) and self._checkpoint_due(now):
-                await self._checkpoint()
+            merger = self.merger
+            aged = merger.decided_since is not None and now - merger.decided_since >= DECIDED_WAIT
+            if aged or ((self._held or merger.dirty) and self._checkpoint_due(now)):
+                await self._checkpoint(everything=aged)
             await self._throttle(self.assigned)
             await self._reconcile_paused()
             if self.metrics is not None:
@@ -820,7 +829,7 @@ class Pipeline:
         """
         return now - self._checkpoint_at >= self.settings.persist_interval or self.merger.released()
 
-    async def _checkpoint(self, settle: bool = False) -> None:
+    async def _checkpoint(self, settle: bool = False, everything: bool = False) -> None:
         """Write the touched slots; once the broker has them, acknowledge the messages taken so far.
 
         Called with the lock held.  The outputs of those messages were published (and acknowledged
@@ -832,9 +841,17 @@ class Pipeline:
         held the agent for 18 % of the wall time, a core idle while the inputs queued
         (docs/performance.md, "The worker, seventh pass").  ``settle`` waits for it here too: a
         rebalance or a stop needs the acknowledgements before Faust's wait for them.
+
+        Which slots: those an input changed since they were last written (``Merger.dirty``).  A
+        slot that only an idle flush changed (``Merger.decided``) waits for its next input, at
+        most ``DECIDED_WAIT`` seconds (``everything``), or for a rebalance or a stop (``settle``):
+        its inputs are acknowledged already and the written state holds them, so a crash in
+        between decides the same ticks again from it, with the same ids, which consumers dedupe
+        (docs/worker.md).  Written at once, it was a second write per workload and scrape, half
+        of the slot writes of a saturated worker (docs/performance.md, "The worker, eighth pass").
         """
         await self._settle()
-        futures = self._write_slots()
+        futures = await self._write_slots(everything or settle)
         self._checkpoint_at = time.monotonic()
         held, self._held = self._held, []
         if futures:
@@ -874,26 +891,56 @@ class Pipeline:
             return
         for event in held:
             event.ack()
+        await self._commit()
 
-    def _write_slots(self) -> list[Any]:
-        """Write the touched slots to the table; the changelog records to wait for."""
+    async def _commit(self) -> None:
+        """Commit the offsets just acknowledged, rather than at Faust's next commit interval.
+
+        Their state is in the changelog already, so nothing waits for anything but Faust's timer
+        (``commit_interval``, 2.8 s): committing now takes that wait off the lag a live scrape
+        leaves behind.  Faust lets one commit run at a time (a call during another returns at
+        once), and one that fails is only logged: the next, on the timer, commits them.
+        """
+        app = self.app
+        if app.rebalancing or app.should_stop:
+            return  # Faust commits what it may itself around a rebalance or a stop
+        try:
+            await app.consumer.commit()
+        except Exception as exc:
+            log.warning("tandem worker: commit after a checkpoint failed (%r); the next one retries", exc)
+
+    async def _write_slots(self, everything: bool) -> list[Any]:
+        """Write the touched slots to the table; the changelog records to wait for.
+
+        A live scrape touches every slot, so a checkpoint may serialise tens of thousands (about
+        1.5 s at 20,000 workloads).  It yields to the event loop every ``WRITE_CHUNK`` slots, so
+        that the producer sends the first records while the rest are serialised (the broker's
+        acknowledgement, which the commit waits for, comes that much sooner) and the fetcher
+        keeps reading.  The lock stays held: nothing else changes a slot meanwhile.
+        """
         merger = self.merger
-        if not merger.dirty:
+        keys = merger.take_writes(everything)
+        if not keys:
             return self.table.take_unconfirmed()
         by_partition: dict[int, list[Slot]] = defaultdict(list)
-        for key in merger.dirty:
+        for key in keys:
             slot = merger.slots.get(key)
             if slot is not None:
                 by_partition[slot.partition].append(slot)
-        merger.dirty.clear()
         self.stats["state_writes"] += sum(len(slots) for slots in by_partition.values())
         table = self.table
         anchor_topic = self.topic_of_kind["metric"]
+        since_yield = 0
         for partition, slots in by_partition.items():
             anchor = _PartitionEvent(anchor_topic, partition)
+            # The task's own context: other tasks, run at the yields below, do not see it.
             token = current_event.set(weakref.ref(anchor))  # type: ignore[arg-type]
             try:
                 for slot in slots:
+                    since_yield += 1
+                    if since_yield >= WRITE_CHUNK:
+                        since_yield = 0
+                        await asyncio.sleep(0)
                     data = slot.to_bytes()
                     self.stats["state_bytes"] += len(data)
                     if len(data) > MAX_SLOT_BYTES // 4:

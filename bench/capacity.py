@@ -2,7 +2,8 @@
 """Capacity of one ``tandem worker``: the fleet it keeps up with at the collector's live cadence.
 
     python bench/capacity.py [--workloads 5000,10000,20000] [--ticks 12] [--pods 10] [--partitions 8]
-                             [--broker HOST:PORT] [--store memory://|rocksdb://]
+                             [--shape collector|every-scrape] [--broker HOST:PORT] [--store memory://|rocksdb://]
+                             [--trace] [--keep]
 
 Why this and not a backlog rate: a worker reading a backlog holds many events per workload in its
 inboxes (the sparse topics run ahead in event time), while a live worker sees each scrape once,
@@ -14,9 +15,13 @@ For each fleet size N:
 
 1. publishes N HVPA policies and one ``workload`` event per workload (``tandem publish``) and
    starts one worker (its own consumer group) that reads them;
-2. then, every 15 s of wall time, produces one scrape of the whole fleet at the collector's shape:
-   per workload one ``metric`` event with one sample per pod and one ``hpa`` event, plus a ``vpa``
-   event every fourth scrape (each scrape's event time is 15 s after the last one's);
+2. then, every 15 s of wall time, produces one scrape of the whole fleet at the collector's shape
+   (``--shape collector``, issue #17's "one record per workload per scrape"): per workload one
+   ``metric`` event with one sample per pod, and the ``hpa`` event (every scrape) and ``vpa`` event
+   (every fourth) only when their content changed since the last one sent, as ``tandem collect``
+   sends them; ``--shape every-scrape`` sends both every time (2.25 records per workload and
+   scrape, the heavier shape the earlier passes measured).  Each scrape's event time is 15 s
+   after the last one's;
 3. samples the group's lag every 0.5 s.  A scrape is *drained* when the lag is back to 0 (every
    input committed; the worker commits every 2.8 s, which the figure includes).  The worker keeps
    up when every scrape after the warm-up (the first third) drains before the next one starts.
@@ -117,11 +122,22 @@ def scrape(w: int, step: int, n: int, pods: int) -> list[tuple[str, bytes]]:
     return out
 
 
-async def produce_scrape(producer: Any, prefix: str, step: int, n: int, pods: int) -> int:
+async def produce_scrape(
+    producer: Any, prefix: str, step: int, n: int, pods: int, last: dict[tuple[int, str], bytes] | None = None
+) -> int:
+    """Send scrape ``step`` of the fleet; with ``last`` (the collector's shape), an ``hpa`` or ``vpa``
+    event only when its content (all but ``ts``) differs from the last one sent for the workload,
+    as ``tandem collect`` does (edge/collector.py); ``metric`` events are new samples every scrape."""
     sent = 0
     futures = []
     for w in range(n):
         for suffix, value in scrape(w, step, n, pods):
+            if last is not None and suffix != "metrics":
+                content = {k: v for k, v in orjson.loads(value).items() if k != "ts"}
+                seen = orjson.dumps(content, option=orjson.OPT_SORT_KEYS)
+                if last.get((w, suffix)) == seen:
+                    continue
+                last[(w, suffix)] = seen
             futures.append(await producer.send(prefix + suffix, value, key=key(w)))
             sent += 1
     await producer.flush()
@@ -204,6 +220,7 @@ async def live(broker: str, prefix: str, group: str, n: int, args: argparse.Name
     wall_from = wall_to = 0.0
     busy_from = busy_to = (0.0, 0.0)
     warm = max(1, args.ticks // 3)
+    last: dict[tuple[int, str], bytes] | None = {} if args.shape == "collector" else None
     start = time.monotonic()
     try:
         for step in range(args.ticks):
@@ -212,13 +229,17 @@ async def live(broker: str, prefix: str, group: str, n: int, args: argparse.Name
             if step == warm:
                 cpu_from, wall_from = cpu_seconds(proc.pid), time.monotonic()
                 own_from, busy_from = time.process_time(), machine_busy()
-            sent = await produce_scrape(producer, prefix, step, n, args.pods)
+            sent = await produce_scrape(producer, prefix, step, n, args.pods, last)
+            produced = time.monotonic() - at
+            trace: list[str] = []
             offered += sent
             if step >= warm:
                 steady_sent += sent
             drained = None
             while time.monotonic() < at + CADENCE - 0.25:
                 current = await lag()
+                if args.trace:
+                    trace.append(f"{time.monotonic() - at:.1f}:{current}")
                 if current == 0:
                     drained = time.monotonic() - at
                     break
@@ -228,6 +249,8 @@ async def live(broker: str, prefix: str, group: str, n: int, args: argparse.Name
             drains.append(drained)
             shown = f"{drained:.1f} s" if drained is not None else "not within the cadence"
             print(f"  {n} workloads, scrape {step + 1}/{args.ticks}: drained {shown}", flush=True)
+            if args.trace:
+                print(f"    produced in {produced:.1f} s; lag (s:messages) {' '.join(trace)}", flush=True)
         cpu_to, wall_to = cpu_seconds(proc.pid), time.monotonic()
         own_to, busy_to = time.process_time(), machine_busy()
         rss = rss_mib(proc.pid)
@@ -264,6 +287,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--store", default="memory://")
     p.add_argument("--broker", help="use this broker (HOST:PORT) instead of starting one")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (worker logs)")
+    p.add_argument(
+        "--shape",
+        choices=("collector", "every-scrape"),
+        default="collector",
+        help="collector (default): per workload and scrape one metric record, hpa and vpa events only when "
+        "their content changed, as tandem collect sends them; every-scrape: an hpa event every scrape and a "
+        "vpa event every fourth too (2.25 records per workload and scrape, the shape of the earlier passes)",
+    )
+    p.add_argument("--trace", action="store_true", help="print per scrape how long producing took and the lag")
     args = p.parse_args(argv)
     sizes = [int(s) for s in args.workloads.split(",")]
 

@@ -29,6 +29,23 @@ class _Table:
     wait_confirmed = staticmethod(ConfirmedTable.wait_confirmed)
 
 
+class _Consumer:
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    async def commit(self) -> bool:
+        self.log.append("commit")
+        return True
+
+
+class _App:
+    rebalancing = False
+    should_stop = False
+
+    def __init__(self, log: list[str]) -> None:
+        self.consumer = _Consumer(log)
+
+
 def _pipeline(writes: list[list[asyncio.Future[Any]]]) -> tuple[Pipeline, list[str]]:
     """A pipeline whose checkpoints write the next list of ``writes`` (their changelog records)."""
     p = Pipeline.__new__(Pipeline)
@@ -37,9 +54,10 @@ def _pipeline(writes: list[list[asyncio.Future[Any]]]) -> tuple[Pipeline, list[s
     p._confirming = None
     p.generation = 1
     log: list[str] = []
+    p.app = _App(log)
 
-    def write_slots() -> list[Any]:
-        log.append("write")
+    async def write_slots(everything: bool) -> list[Any]:
+        log.append("write everything" if everything else "write")
         return writes.pop(0) if writes else []
 
     p._write_slots = write_slots  # type: ignore[method-assign]
@@ -65,6 +83,44 @@ def test_messages_are_acknowledged_only_once_the_broker_has_their_state() -> Non
     assert asyncio.run(main()) == [[], [], [0, 1]]
 
 
+def test_offsets_are_committed_as_soon_as_the_broker_has_the_state_not_at_the_next_commit_interval() -> None:
+    async def main() -> list[str]:
+        loop = asyncio.get_running_loop()
+        record = loop.create_future()
+        p, log = _pipeline([[record]])
+        acks: list[int] = []
+        p._held = [_Message(4, acks)]
+        await p._checkpoint()
+        log.append(f"acknowledged before the broker answered: {acks}")
+        record.set_result(None)
+        await p._settle()
+        log.append(f"acknowledged: {acks}")
+        return log
+
+    assert asyncio.run(main()) == [
+        "write",
+        "acknowledged before the broker answered: []",
+        "commit",
+        "acknowledged: [4]",
+    ]
+
+
+def test_no_commit_of_its_own_while_faust_rebalances() -> None:
+    async def main() -> list[str]:
+        loop = asyncio.get_running_loop()
+        record = loop.create_future()
+        p, log = _pipeline([[record]])
+        p.app.rebalancing = True  # Faust commits what it may itself
+        acks: list[int] = []
+        p._held = [_Message(4, acks)]
+        await p._checkpoint()
+        record.set_result(None)
+        await p._settle()
+        return [*log, f"acknowledged: {acks}"]
+
+    assert asyncio.run(main()) == ["write", "acknowledged: [4]"]
+
+
 def test_the_next_checkpoint_waits_for_the_one_in_flight_before_it_writes() -> None:
     async def main() -> tuple[list[str], list[int]]:
         loop = asyncio.get_running_loop()
@@ -84,7 +140,7 @@ def test_the_next_checkpoint_waits_for_the_one_in_flight_before_it_writes() -> N
         return log, acks
 
     log, acks = asyncio.run(main())
-    assert log == ["write", "second written before the first was acknowledged: False", "write"]
+    assert log == ["write", "second written before the first was acknowledged: False", "commit", "write", "commit"]
     assert acks == [0, 1]
 
 

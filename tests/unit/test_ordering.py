@@ -26,6 +26,7 @@ import pytest
 from scaling.engine import Engine, policy_event
 from scaling.errors import InvalidEvent
 from scaling.events import decode_event
+from scaling.reconcile import flush
 from scaling.settings import Settings
 from schemas.codec import encode
 from streams.inputs import load_manifests
@@ -299,9 +300,8 @@ def _run_worker_simulation(
                         position[(kind, p)] = pos  # seek back
         # persist the touched slots (the table), then "ack": offsets become committable later
         before = dict(persisted)
-        for key in merger.dirty:
+        for key in merger.take_writes(everything=False):
             persisted[key] = merger.slots[key].to_bytes()
-        merger.dirty.clear()
         # what the consumer may commit: the messages the merger has seen (acked), not those the
         # fetcher skipped while pausing
         acked = {}
@@ -429,6 +429,44 @@ def test_idle_flush_runs_pending_ticks_only_when_caught_up_and_quiet() -> None:
     got = [encode(ev) for _, kind, ev in released.emitted + flushed.emitted if kind == "audit"]
     assert got == _replay(events, policies)["c1/shop/Deployment/web"]
     assert math.isinf(merger.clocks[0].bound(hw))
+
+
+def test_a_slot_changed_only_by_the_idle_flush_is_written_with_its_next_input() -> None:
+    events, _, merger, hw = _one_workload_offered()
+    key = "c1/shop/Deployment/web"
+    merger.release(0, hw)
+    assert merger.take_writes(everything=False) == {key}  # its inputs: written before they are acknowledged
+    merger.flush_idle(0, hw, 3.0, 2.0)
+    assert (merger.decided, merger.decided_since) == ({key}, 3.0)
+    assert merger.take_writes(everything=False) == set()  # nothing to acknowledge: the decision waits
+    last = max((e for e in events if e["type"] == "metric"), key=lambda e: e["ts"])
+    later = {**last, "ts": last["ts"] + 15.0}
+    assert merger.offer(0, "metric", hw["metric"], later, decode_event(later), 4.0)
+    assert merger.take_writes(everything=False) == {key}  # once, with its next input
+    assert (merger.decided, merger.decided_since) == (set(), None)
+
+
+def test_everything_writes_the_slots_only_a_flush_changed() -> None:
+    _, _, merger, hw = _one_workload_offered()
+    merger.release(0, hw)
+    merger.take_writes(everything=False)
+    merger.flush_idle(0, hw, 3.0, 2.0)
+    assert merger.take_writes(everything=True) == {"c1/shop/Deployment/web"}  # a rebalance, a stop, or aged
+    assert (merger.decided, merger.decided_since) == (set(), None)
+
+
+def test_a_crash_before_a_flushed_slot_is_written_decides_the_same_tick_again_with_the_same_ids() -> None:
+    """Why a decided slot may wait: the state written with its inputs makes the same decision again."""
+    _, _, merger, hw = _one_workload_offered()
+    key = "c1/shop/Deployment/web"
+    merger.release(0, hw)
+    written = merger.slots[key].to_bytes()  # the checkpoint that acknowledged the inputs
+    flushed = merger.flush_idle(0, hw, 3.0, 2.0)
+    assert flushed.emitted
+    # the worker dies here; its successor loads the written slot and flushes the pending tick
+    again = flush(Slot.from_bytes(written).state, Settings())
+    assert [encode(ev) for _, ev in again] == [encode(ev) for _, _, ev in flushed.emitted]
+    assert [kind for kind, _ in again] == [kind for _, kind, _ in flushed.emitted]
 
 
 def test_released_once_every_offered_event_has_left_the_inboxes_whatever_ticks_are_pending() -> None:

@@ -494,6 +494,20 @@ def test_state_round_trips_exactly_through_json(first: list[Any], then: list[Any
     assert recommend({"c": restored}, t + DAY, CFG) == recommend({"c": s}, t + DAY, CFG)
 
 
+@settings(max_examples=150, deadline=None)
+@given(_ops, _ops)
+def test_a_histogram_serialised_again_follows_every_change(first: list[Any], then: list[Any]) -> None:
+    # to_dict keeps its answer until the weights change (a worker writes each slot every scrape,
+    # and the memory histogram changes about once a day); a copy serialises from scratch.
+    s = ContainerState()
+    t = apply_ops(s, first, T0)
+    for h in (s.cpu, s.memory):
+        assert h.to_dict() == h.copy().to_dict()
+    apply_ops(s, then, t)
+    for h in (s.cpu, s.memory):
+        assert h.to_dict() == h.copy().to_dict()
+
+
 _PERCENTILES = (0.0, 0.5, 0.9, 0.95, 1.0)
 
 

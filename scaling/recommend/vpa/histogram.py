@@ -185,7 +185,7 @@ class DecayingHistogram:
     (the CPU hot path in ``model.py``) clears it too.
     """
 
-    __slots__ = ("max_bucket", "memo", "min_bucket", "options", "ref", "total", "weights")
+    __slots__ = ("max_bucket", "memo", "min_bucket", "options", "ref", "saved", "total", "weights")
 
     def __init__(self, options: HistogramOptions) -> None:
         self.options = options
@@ -196,6 +196,9 @@ class DecayingHistogram:
         self.ref: float | None = None
         #: (percentiles asked, their values) of the last :meth:`percentiles` since a change.
         self.memo: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+        #: The last :meth:`to_dict` since a change (cleared with ``memo``): a live worker writes
+        #: each slot once a scrape, and the memory histogram changes about once a day.
+        self.saved: dict[str, Any] | None = None
 
     # -- decay ---------------------------------------------------------------------------------
 
@@ -226,6 +229,7 @@ class DecayingHistogram:
     def _scale(self, factor: float) -> None:
         # VPA: histogram.go scale - only [minBucket, maxBucket] is rescaled.
         self.memo = None
+        self.saved = None
         w = self.weights
         for b in range(self.min_bucket, self.max_bucket + 1):
             w[b] *= factor
@@ -242,6 +246,7 @@ class DecayingHistogram:
         if weight < 0.0:
             raise ValueError("sample weight must be non-negative")
         self.memo = None
+        self.saved = None
         w = self.weights
         w[bucket] += weight
         self.total += weight
@@ -258,6 +263,7 @@ class DecayingHistogram:
             raise ValueError("sample weight must be non-negative")
         bucket = self.options.find_bucket(value)
         self.memo = None
+        self.saved = None
         eps = self.options.epsilon
         total = self.total - weight
         self.total = 0.0 if total < eps else total
@@ -293,6 +299,7 @@ class DecayingHistogram:
             raise ValueError("can't merge histograms with different options")
         o = other.copy()
         self.memo = None
+        self.saved = None
         if o.ref is not None and (self.ref is None or self.ref < o.ref):
             self.shift_reference(o.ref, half_life)
         elif self.ref is not None and (o.ref is None or o.ref < self.ref):
@@ -373,6 +380,7 @@ class DecayingHistogram:
         h = DecayingHistogram(self.options)
         h.weights = list(self.weights)
         h.memo = self.memo
+        h.saved = None
         h.total = self.total
         h.min_bucket = self.min_bucket
         h.max_bucket = self.max_bucket
@@ -387,14 +395,18 @@ class DecayingHistogram:
         """
         # ``compress`` keeps the items whose weight is truthy, i.e. ``!= 0.0`` (weights are finite;
         # -0.0 is falsy like 0.0): the same lists as a comprehension over all 176 buckets, in C.
-        # A live worker writes a slot (two histograms per container) several times a scrape.
-        weights = self.weights
-        return {
-            "ref": self.ref,
-            "tot": self.total,
-            "b": list(compress(range(len(weights)), weights)),
-            "w": list(compress(weights, weights)),
-        }
+        # A live worker writes a slot (two histograms per container) once a scrape; the result is
+        # kept until the next change (``saved``), and the memory histogram rarely changes.
+        saved = self.saved
+        if saved is None:
+            weights = self.weights
+            saved = self.saved = {
+                "ref": self.ref,
+                "tot": self.total,
+                "b": list(compress(range(len(weights)), weights)),
+                "w": list(compress(weights, weights)),
+            }
+        return saved
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], options: HistogramOptions) -> DecayingHistogram:

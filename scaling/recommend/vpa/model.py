@@ -134,6 +134,7 @@ class ContainerState:
         thresholds = _CPU_THRESHOLDS
         bucket_of = bisect_right
         h.memo = None  # the weights change below, behind DecayingHistogram's back
+        h.saved = None
         weights = h.weights
         total = h.total
         for c in values:
