@@ -9,10 +9,11 @@ One agent reads the five input topics (docs/contract.md §2) in batches.  Per ba
 3. publishes what the core emitted (audit CloudEvents to ``audit``, decisions that are not dry runs
    also to ``actuator``, tandem's own recommendations to ``hpa``/``vpa``), keyed by workload, and
    **waits for the broker's acknowledgement**;
-4. at the next *checkpoint* writes each workload slot touched since the last one (state, inbox,
-   offsets taken) to the ``state`` table and waits until the broker has acknowledged those
-   changelog records; only then are the batches' messages acknowledged to Faust, which may then
-   commit their offsets.  A checkpoint comes as soon as everything taken has been released from
+4. at the next *checkpoint* writes each workload slot an input changed since the last one (state,
+   inbox, offsets taken; a slot only a tick's decision changed waits for its next input, see
+   :meth:`Pipeline._checkpoint`) to the ``state`` table and waits until the broker has acknowledged those
+   changelog records; only then are the batches' messages acknowledged to Faust, and their
+   offsets committed.  A checkpoint comes as soon as everything taken has been released from
    the inboxes (the end of a scrape's burst), and at the latest ``persist_interval`` seconds after
    the last one, from the agent or the timer.
 

@@ -150,7 +150,7 @@ def add_worker_options(p: argparse.ArgumentParser) -> None:
         "--commit-interval",
         type=positive_float,
         default=env("commit_interval", "2.8"),
-        help="Faust broker_commit_interval (s)",
+        help="Faust broker_commit_interval (s): offsets are committed after each checkpoint; this timer retries",
     )
     p.add_argument("--loglevel", default=env("loglevel", "warning"), help="worker log level (default warning)")
     p.add_argument(
