@@ -199,6 +199,8 @@ class Pipeline:
         self._held: list[Any] = []
         #: The checkpoint whose state the broker has not acknowledged yet (see :meth:`_checkpoint`).
         self._confirming: asyncio.Future[None] | None = None
+        #: The commit asked for after the last checkpoint (see :meth:`_commit`).
+        self._committing: asyncio.Future[None] | None = None
         #: Full garbage collections from the timer, not whenever CPython's allocator decides
         #: (agents/heap.py); ``serve`` installs it, so that tests building an app in-process do not.
         self.heap = HeapPolicy()
@@ -892,15 +894,18 @@ class Pipeline:
             return
         for event in held:
             event.ack()
-        await self._commit()
+        if self._committing is None or self._committing.done():
+            self._committing = asyncio.ensure_future(self._commit())
 
     async def _commit(self) -> None:
         """Commit the offsets just acknowledged, rather than at Faust's next commit interval.
 
         Their state is in the changelog already, so nothing waits for anything but Faust's timer
         (``commit_interval``, 2.8 s): committing now takes that wait off the lag a live scrape
-        leaves behind.  Faust lets one commit run at a time (a call during another returns at
-        once), and one that fails is only logged: the next, on the timer, commits them.
+        leaves behind.  A task of its own, not part of the checkpoint: the next checkpoint, a
+        rebalance or a stop waits for the state, never for a commit (one slow because the group
+        rebalances would hold them).  One at a time (what one in flight misses, the next
+        checkpoint's or Faust's timer commits); one that fails is only logged.
         """
         app = self.app
         if app.rebalancing or app.should_stop:
