@@ -90,7 +90,7 @@ def create_app(settings: WorkerSettings, *, loop: Any = None, metrics: Any = Non
     # Faust's stream conductor waits, 0.1 s at a time, while more than ``max_messages`` (100)
     # records sit in its producer buffer; every table write goes there, and one batch of input
     # writes hundreds of slots.  The pipeline waits for its writes' acknowledgements anyway
-    # (ConfirmedTable.confirm), so that gate only slowed it down.
+    # (ConfirmedTable.wait_confirmed), so that gate only slowed it down.
     app.producer.buffer.max_messages = PRODUCER_BUFFER_MESSAGES
     return app
 

@@ -123,9 +123,10 @@ class ConfirmedTable(Table):  # type: ignore[misc]
     aiokafka waits for room in a full batch ("producer buffer full").  Faust then committed the
     offsets of inputs whose slots were still in the buffer, and a worker killed at that moment left
     its successor an older state and offsets past the inputs that had made the newer one (issue
-    #18: 910 decisions of 10,080 lost).  So every changelog write is remembered here, and
-    :meth:`confirm` waits until the broker has acknowledged them; the pipeline's checkpoint calls it
-    before it acknowledges the messages whose state those records hold.
+    #18: 910 decisions of 10,080 lost).  So every changelog write is remembered here: a checkpoint
+    takes those it wrote (:meth:`take_unconfirmed`) and, in the background, waits until the broker
+    has acknowledged them (:meth:`wait_confirmed`) before it acknowledges the messages whose state
+    those records hold.
     """
 
     _unconfirmed: list[FutureMessage] | None = None
@@ -144,12 +145,8 @@ class ConfirmedTable(Table):  # type: ignore[misc]
         self._unconfirmed.append(fut)
         return fut
 
-    async def confirm(self) -> None:
-        """Wait until the broker has every changelog record written so far (raises if one failed)."""
-        await self.wait_confirmed(self.take_unconfirmed())
-
     def take_unconfirmed(self) -> list[FutureMessage]:
-        """The changelog records written since the last call (or :meth:`confirm`), to wait for later."""
+        """The changelog records written since the last call, to wait for later."""
         futures, self._unconfirmed = self._unconfirmed, None
         return futures or []
 
