@@ -13,6 +13,7 @@ prints the table of passes that docs/operating.md keeps.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -21,6 +22,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,7 @@ from tests.generated import generated_stream
 from tests.integration.test_worker_kafka import (
     Worker,
     _assert_no_tracebacks,
+    _lag,
     _prefix,
     audit_of,
     by_workload,
@@ -127,6 +130,19 @@ def _assert_audit_equals_replay(bootstrap: str, prefix: str, expected: list[dict
     assert by_workload(first_seen.values()) == by_workload(expected)
 
 
+@contextmanager
+def frozen(worker: Worker) -> Iterator[None]:
+    """The worker stopped (SIGSTOP) and continued (SIGCONT) on leaving, whatever happens inside.
+
+    Holds the worker at one point of its stream while a fault is set up, the way a slow or
+    descheduled process would be held; a few seconds, below its session timeout."""
+    worker.proc.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        worker.proc.send_signal(signal.SIGCONT)
+
+
 def _every_decision(bootstrap: str, prefix: str, expected: list[dict[str, Any]]) -> bool:
     try:
         return {e["id"] for e in expected} <= {e["id"] for e in read_events(bootstrap, prefix + "audit")}
@@ -171,11 +187,20 @@ def test_the_broker_stopped_mid_stream_and_started_again_loses_nothing(
             interval=0.2,
             message=lambda: f"a quarter of the audit ({worker.text()[-3000:]})",
         )
+        # The fault must fall mid-stream.  The worker reads this stream in seconds and its next
+        # checkpoint commits it all; a broker stop (a controlled shutdown, seconds long) that
+        # began a quarter through once ended after that commit: nothing was left to stall on and
+        # the test failed (CI, stop 26).  So the worker is frozen while the broker goes away, and
+        # the group's lag, read while it is frozen, shows that work was left.
+        with frozen(worker):
+            lag = asyncio.run(_lag(broker.bootstrap, prefix + "worker", prefix))
+            assert lag > 0, "the worker committed the whole stream before the fault: no mid-stream fault"
+            if fault == "sigterm":
+                broker.stop()
+            else:
+                broker.kill()
         if fault == "sigterm":
-            broker.stop()
             time.sleep(OUTAGE_S)  # the scenario's outage (processing time), not a wait for Kafka
-        else:
-            broker.kill()
         assert worker.alive(), worker.text()[-3000:]
         if stall:
             assert "stalled" in worker.text(), worker.text()[-3000:]
