@@ -84,6 +84,12 @@ class Qty:
     milli: int
     text: str
 
+    # Written out, not left to ``dataclasses``: the one it generates is Python source even in the
+    # compiled core (an interpreted frame per object); this one compiles to native stores.
+    def __init__(self, milli: int, text: str) -> None:
+        object.__setattr__(self, "milli", milli)
+        object.__setattr__(self, "text", text)
+
     @classmethod
     def of(cls, value: object) -> Qty:
         if type(value) is str:

@@ -33,11 +33,19 @@ from .replica_calculator import (
 
 __all__ = ["recommend"]
 
+_new_tuple = tuple.__new__
+
 
 @dataclass(slots=True)
 class _Proposal:
     replicas: int
     status: dict[str, Any]
+
+    # Written out, not left to ``dataclasses``: the one it generates is Python source even in the
+    # compiled core (an interpreted frame per object); this one compiles to native stores.
+    def __init__(self, replicas: int, status: dict[str, Any]) -> None:
+        self.replicas = replicas
+        self.status = status
 
 
 def _current(**fields: int | None) -> dict[str, Any]:
@@ -291,7 +299,8 @@ def recommend(
         if invalid:
             # All metrics invalid, or some invalid and the rest would scale down: no scaling
             # this round and no stabilization either (reference 1.6).
-            result = HpaResult(current_replicas, conditions.as_list(), per_metric, statuses, None, None, "")
+            unchanged = (current_replicas, conditions.as_list(), per_metric, statuses, None, None, "")
+            result = _new_tuple(HpaResult, unchanged)
             return result, new_state
         metric_replicas = replicas
         rescale_metric = ""
@@ -333,7 +342,10 @@ def recommend(
         desired = current_replicas
         reason = ""
 
-    result = HpaResult(desired, conditions.as_list(), per_metric, statuses, metric_replicas, stabilized, reason)
+    # HpaResult(...), without the Python ``__new__`` that ``NamedTuple`` generates (an interpreted
+    # frame per tick, even compiled)
+    fields = (desired, conditions.as_list(), per_metric, statuses, metric_replicas, stabilized, reason)
+    result = _new_tuple(HpaResult, fields)
     return result, new_state
 
 

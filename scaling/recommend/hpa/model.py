@@ -76,6 +76,18 @@ class HpaState:
     scale_up_events: list[tuple[int, float]] = field(default_factory=list)
     scale_down_events: list[tuple[int, float]] = field(default_factory=list)
 
+    # Written out, not left to ``dataclasses``: the one it generates is Python source even in the
+    # compiled core (an interpreted frame per object); this one compiles to native stores.
+    def __init__(
+        self,
+        recommendations: list[tuple[int, float]] | None = None,
+        scale_up_events: list[tuple[int, float]] | None = None,
+        scale_down_events: list[tuple[int, float]] | None = None,
+    ) -> None:
+        self.recommendations = [] if recommendations is None else recommendations
+        self.scale_up_events = [] if scale_up_events is None else scale_up_events
+        self.scale_down_events = [] if scale_down_events is None else scale_down_events
+
     def copy(self) -> HpaState:
         return HpaState(list(self.recommendations), list(self.scale_up_events), list(self.scale_down_events))
 

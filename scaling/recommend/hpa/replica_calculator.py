@@ -62,6 +62,26 @@ class _Ctx:
     spec_replicas: int
     status_replicas: int
 
+    # Written out, not left to ``dataclasses``: the one it generates is Python source even in the
+    # compiled core (an interpreted frame per object); this one compiles to native stores.
+    def __init__(
+        self,
+        pods: Sequence[PodInfo],
+        inputs: MetricInputs,
+        now: float,
+        cfg: HpaConfig,
+        tolerances: Tolerances,
+        spec_replicas: int,
+        status_replicas: int,
+    ) -> None:
+        self.pods = pods
+        self.inputs = inputs
+        self.now = now
+        self.cfg = cfg
+        self.tolerances = tolerances
+        self.spec_replicas = spec_replicas
+        self.status_replicas = status_replicas
+
 
 @dataclass(slots=True)
 class _Groups:
@@ -69,6 +89,14 @@ class _Groups:
     unready: set[str]
     missing: set[str]
     ignored: set[str]
+
+    # Written out, not left to ``dataclasses``: the one it generates is Python source even in the
+    # compiled core (an interpreted frame per object); this one compiles to native stores.
+    def __init__(self, ready_count: int, unready: set[str], missing: set[str], ignored: set[str]) -> None:
+        self.ready_count = ready_count
+        self.unready = unready
+        self.missing = missing
+        self.ignored = ignored
 
 
 #: :func:`_plain_pods` of the pod tuples seen lately, by identity (the entry keeps the tuple

@@ -21,6 +21,8 @@ from .policy import ContainerPolicy, _policy_for
 
 __all__ = ["Recommendation", "cap_to_container_limits", "recommend"]
 
+_new_tuple = tuple.__new__
+
 
 class Recommendation(NamedTuple):
     """One container's recommendation, each a ``{"cpu": millicores, "memory": bytes}`` dict.
@@ -126,7 +128,9 @@ def recommend(
             if hi:
                 vt, vl, vu = hi if vt > hi else vt, hi if vl > hi else vl, hi if vu > hi else vu
             capped_t[r], capped_lb[r], capped_ub[r] = vt, vl, vu
-        out[name] = Recommendation(target=capped_t, lower_bound=capped_lb, upper_bound=capped_ub, uncapped_target=t)
+        # Recommendation(target, lower_bound, upper_bound, uncapped_target), without the Python
+        # ``__new__`` that ``NamedTuple`` generates (an interpreted frame, even compiled)
+        out[name] = _new_tuple(Recommendation, (capped_t, capped_lb, capped_ub, t))
     return out
 
 
@@ -188,4 +192,4 @@ def cap_to_container_limits(
     target, notes = cap(rec.target)
     lower, _ = cap(rec.lower_bound)
     upper, _ = cap(rec.upper_bound)
-    return Recommendation(target, lower, upper, dict(rec.uncapped_target)), notes
+    return _new_tuple(Recommendation, (target, lower, upper, dict(rec.uncapped_target))), notes
