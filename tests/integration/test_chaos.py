@@ -131,16 +131,26 @@ def _assert_audit_equals_replay(bootstrap: str, prefix: str, expected: list[dict
 
 
 @contextmanager
-def frozen(worker: Worker) -> Iterator[None]:
-    """The worker stopped (SIGSTOP) and continued (SIGCONT) on leaving, whatever happens inside.
-
-    Holds the worker at one point of its stream while a fault is set up, the way a slow or
-    descheduled process would be held; a few seconds, below its session timeout."""
-    worker.proc.send_signal(signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        worker.proc.send_signal(signal.SIGCONT)
+def frozen_mid_stream(bootstrap: str, prefix: str, worker: Worker, audit: int) -> Iterator[None]:
+    """Hold the worker (SIGSTOP) at the first point, polled every 0.2 s of its run, where ``audit``
+    events are on the audit topic and the group still has input to commit; continue it (SIGCONT)
+    on leaving.  Each poll reads the topic and the group's offsets with the worker stopped, so what
+    they show is where it is held, the way a slow or descheduled process would be held."""
+    deadline = time.monotonic() + 120
+    while True:
+        worker.proc.send_signal(signal.SIGSTOP)
+        try:
+            published = len(read_topic(bootstrap, prefix + "audit"))
+            lag = asyncio.run(_lag(bootstrap, prefix + "worker", prefix)) if published >= audit else None
+            if lag is not None:
+                assert lag > 0, f"the worker committed its whole input before {audit} audit events: no mid-stream"
+                yield
+                return
+        finally:
+            worker.proc.send_signal(signal.SIGCONT)
+        assert time.monotonic() < deadline, f"{published} of {audit} audit events in 120 s ({worker.text()[-3000:]})"
+        assert worker.alive(), worker.text()[-3000:]
+        time.sleep(0.2)
 
 
 def _every_decision(bootstrap: str, prefix: str, expected: list[dict[str, Any]]) -> bool:
@@ -181,20 +191,13 @@ def test_the_broker_stopped_mid_stream_and_started_again_loses_nothing(
     with workers() as ws:
         worker = Worker(tmp_path, "w", env)
         ws.append(worker)
-        wait_for(
-            lambda: len(read_topic(broker.bootstrap, prefix + "audit")) >= len(expected) // 4,
-            120,
-            interval=0.2,
-            message=lambda: f"a quarter of the audit ({worker.text()[-3000:]})",
-        )
-        # The fault must fall mid-stream.  The worker reads this stream in seconds and its next
-        # checkpoint commits it all; a broker stop (a controlled shutdown, seconds long) that
-        # began a quarter through once ended after that commit: nothing was left to stall on and
-        # the test failed (CI, stop 26).  So the worker is frozen while the broker goes away, and
-        # the group's lag, read while it is frozen, shows that work was left.
-        with frozen(worker):
-            lag = asyncio.run(_lag(broker.bootstrap, prefix + "worker", prefix))
-            assert lag > 0, "the worker committed the whole stream before the fault: no mid-stream fault"
+        # The fault must fall mid-stream: a quarter of the audit out and input left to commit.  The
+        # worker reads this stream in seconds and one checkpoint commits what it read; polled while
+        # it ran, it was once seen at a quarter only when it had committed everything (and in
+        # CI, stop 26, a broker stop that began a quarter through ended after that commit): nothing
+        # was left to stall on.  So the worker is polled frozen, and stays frozen while the broker
+        # goes away.
+        with frozen_mid_stream(broker.bootstrap, prefix, worker, len(expected) // 4):
             if fault == "sigterm":
                 broker.stop()
             else:
