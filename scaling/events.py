@@ -90,6 +90,10 @@ class Qty:
         object.__setattr__(self, "milli", milli)
         object.__setattr__(self, "text", text)
 
+    def __reduce__(self) -> tuple[type[Qty], tuple[int, str]]:
+        # As WorkloadRef's: a compiled frozen dataclass refuses pickle's attribute-by-attribute restore.
+        return (Qty, (self.milli, self.text))
+
     @classmethod
     def of(cls, value: object) -> Qty:
         if type(value) is str:
@@ -132,6 +136,16 @@ class SeriesSample:
     series: str
     value: float
     pod: str | None = None
+
+    # Written out, not left to ``dataclasses``: the one it generates is Python source even in the
+    # compiled core (an interpreted frame per object); this one compiles to native stores.
+    def __init__(self, series: str, value: float, pod: str | None = None) -> None:
+        object.__setattr__(self, "series", series)
+        object.__setattr__(self, "value", value)
+        object.__setattr__(self, "pod", pod)
+
+    def __reduce__(self) -> tuple[type[SeriesSample], tuple[str, float, str | None]]:
+        return (SeriesSample, (self.series, self.value, self.pod))  # see Qty.__reduce__
 
 
 class MetricEvent(NamedTuple):
@@ -324,13 +338,16 @@ def _show(value: object) -> str:
     return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
 
 
+# ``type(value) is not dict`` before ``isinstance(value, Mapping)`` (here and below): JSON gives
+# dicts, and an isinstance against the ``Mapping`` ABC runs abc's Python ``__instancecheck__``, an
+# interpreted frame per call even in the compiled core.
 def _mapping(obj: Mapping[str, Any], name: str, *, required: bool = True) -> Mapping[str, Any] | None:
     value = obj.get(name)
     if value is None:
         if required:
             raise InvalidEvent(name, "required object is missing")
         return None
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise InvalidEvent(name, f"expected an object, got {_show(value)}")
     return value
 
@@ -379,7 +396,7 @@ def decode_workload_ref(value: object, name: str = "workload") -> WorkloadRef:
 
 
 def _decode_workload_ref(value: object, name: str) -> WorkloadRef:
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise InvalidEvent(name, f"expected an object with cluster, namespace, kind, name; got {_show(value)}")
     _only(value, _REF_FIELDS, name)
     try:
@@ -394,7 +411,7 @@ def _decode_workload_ref(value: object, name: str) -> WorkloadRef:
 
 
 def _quantities(value: object, name: str, *, cpu_max: int, mem_max: int) -> dict[str, Qty]:
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise InvalidEvent(name, f"expected an object of resource quantities, got {_show(value)}")
     out: dict[str, Qty] = {}
     for res, raw in value.items():
@@ -421,7 +438,7 @@ def _resources(value: object, name: str) -> dict[str, Qty]:
 
 
 def _decode_sample(raw: object, name: str) -> ContainerSample | SeriesSample:
-    if not isinstance(raw, Mapping):
+    if type(raw) is not dict and not isinstance(raw, Mapping):
         raise InvalidEvent(name, f"expected a sample object, got {_show(raw)}")
     try:
         _only(raw, _SERIES_SAMPLE if "series" in raw else _CONTAINER_SAMPLE)
@@ -613,7 +630,7 @@ def _decode_workload(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> Wor
     containers: dict[str, ContainerResources] = {}
     for cname, spec in raw_containers.items():
         where = f"containers.{cname}"
-        if not isinstance(spec, Mapping):
+        if type(spec) is not dict and not isinstance(spec, Mapping):
             raise InvalidEvent(where, f"expected an object with requests and limits, got {_show(spec)}")
         _only(spec, _RESOURCES_FIELDS, where)
         requests = _resources(spec.get("requests") if spec.get("requests") is not None else {}, f"{where}.requests")
@@ -625,7 +642,7 @@ def _decode_workload(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> Wor
         decoded = []
         for i, p in enumerate(raw_pods):
             where = f"pods[{i}]"
-            if not isinstance(p, Mapping):
+            if type(p) is not dict and not isinstance(p, Mapping):
                 raise InvalidEvent(where, f"expected a pod object, got {_show(p)}")
             try:
                 _only(p, _POD_FIELDS)
@@ -645,7 +662,7 @@ def _conditions(obj: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...] | None:
     if raw is None:
         return None
     for i, c in enumerate(raw):
-        if not isinstance(c, Mapping) or not isinstance(c.get("type"), str):
+        if (type(c) is not dict and not isinstance(c, Mapping)) or not isinstance(c.get("type"), str):
             raise InvalidEvent(f"conditions[{i}]", "expected an object with a string 'type'")
         status = c.get("status", "True")
         if status not in ("True", "False", "Unknown"):
@@ -658,7 +675,7 @@ def _maps(obj: Mapping[str, Any], name: str) -> tuple[Mapping[str, Any], ...] | 
     if raw is None:
         return None
     for i, m in enumerate(raw):
-        if not isinstance(m, Mapping):
+        if type(m) is not dict and not isinstance(m, Mapping):
             raise InvalidEvent(f"{name}[{i}]", f"expected an object, got {_show(m)}")
     return tuple(raw)
 
@@ -767,7 +784,7 @@ def _decode_vpa(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> VpaEvent
     containers: dict[str, VpaRecommendation] = {}
     for cname, rec in raw.items():
         where = f"containers.{cname}"
-        if not isinstance(rec, Mapping):
+        if type(rec) is not dict and not isinstance(rec, Mapping):
             raise InvalidEvent(where, f"expected an object with a target, got {_show(rec)}")
         _only(rec, _RECOMMENDATION_FIELDS, where)
         if rec.get("target") is None:
@@ -792,7 +809,7 @@ def _decode_policy(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> Polic
     if "policy" not in obj:
         raise InvalidEvent("policy", "required manifest is missing (use null to delete)")
     manifest = obj["policy"]
-    if manifest is not None and not isinstance(manifest, Mapping):
+    if manifest is not None and (type(manifest) is not dict and not isinstance(manifest, Mapping)):
         raise InvalidEvent("policy", f"expected a manifest object or null, got {_show(manifest)}")
     return PolicyEvent(ts, ref, manifest)
 
@@ -823,7 +840,7 @@ def decode_event(obj: object) -> Event:
 
 def _decode_event_checked(obj: object) -> Event:
     """:func:`decode_event` check by check, in the order the errors are reported."""
-    if not isinstance(obj, Mapping):
+    if type(obj) is not dict and not isinstance(obj, Mapping):
         raise InvalidEvent("", f"an event must be a JSON object, got {_show(obj)}")
     kind = obj.get("type")
     decoder = _DECODERS.get(kind) if isinstance(kind, str) else None

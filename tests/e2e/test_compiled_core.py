@@ -82,3 +82,20 @@ def test_the_upstream_vectors_pass_compiled() -> None:
     """``tests/vectors`` (the numbers of the upstream HPA, VPA, HVPA and Tortoise) in one process."""
     done = run("compiled", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", str(ROOT / "tests" / "vectors"))
     assert done.returncode == 0, done.stdout.decode()[-5000:] + done.stderr.decode()[-2000:]
+
+
+def test_value_objects_with_written_out_constructors_survive_pickling_in_both_cores() -> None:
+    """``Qty``, ``SeriesSample`` and ``PodInfo`` are frozen dataclasses with their own ``__init__``
+    (native in the compiled core); pickle's default restore sets attributes one by one, which a
+    compiled frozen class refuses, so each has a ``__reduce__`` through its constructor."""
+    probe = (
+        "import pickle\n"
+        "from scaling.events import Qty, SeriesSample\n"
+        "from scaling.recommend.hpa.model import PodInfo\n"
+        "objs = [Qty(250, '250m'), SeriesSample('rps', 1.5, 'p-1'), PodInfo('p-1', True, 'Running', 10.0, 12.0)]\n"
+        "print([pickle.loads(pickle.dumps(o)) == o for o in objs], repr(objs[0]))\n"
+    )
+    for core in ("compiled", "interpreted"):
+        done = run(core, "-c", probe)
+        assert done.returncode == 0, done.stderr.decode()
+        assert done.stdout.decode().split("]", 1) == ["[True, True, True", " Qty(milli=250, text='250m')\n"]

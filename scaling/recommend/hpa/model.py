@@ -33,6 +33,28 @@ class PodInfo:
     ready_since: float | None = None
     deleting: bool = False
 
+    # Written out, not left to ``dataclasses``: the one it generates is Python source even in the
+    # compiled core (an interpreted frame per object); this one compiles to native stores.
+    def __init__(
+        self,
+        name: str,
+        ready: bool,
+        phase: str,
+        started: float | None,
+        ready_since: float | None = None,
+        deleting: bool = False,
+    ) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "ready", ready)
+        object.__setattr__(self, "phase", phase)
+        object.__setattr__(self, "started", started)
+        object.__setattr__(self, "ready_since", ready_since)
+        object.__setattr__(self, "deleting", deleting)
+
+    def __reduce__(self) -> tuple[type[PodInfo], tuple[str, bool, str, float | None, float | None, bool]]:
+        # A compiled frozen dataclass refuses pickle's attribute-by-attribute restore (WorkloadRef).
+        return (PodInfo, (self.name, self.ready, self.phase, self.started, self.ready_since, self.deleting))
+
 
 @dataclass(frozen=True)
 class MetricInputs:
