@@ -72,7 +72,7 @@ from agents.fence import (
     on_wait_empty,
     take_batches,
 )
-from agents.heap import HeapPolicy
+from agents.heap import PATIENCE, HeapPolicy
 from agents.settings import MAX_SLOT_BYTES, STATE_TABLE, WorkerSettings
 from agents.stall import StallWatch
 from scaling.cloudevents import BLOCKED, DECISION
@@ -108,6 +108,9 @@ CHECKPOINT_WAIT = 30.0
 #: Seconds a slot changed only by an idle flush may wait for its next input before it is written
 #: by itself (see :meth:`Pipeline._checkpoint`); four scrapes at the collector's 15 s cadence.
 DECIDED_WAIT = 60.0
+#: No batch for this long (and no timer round): the worker is idle, a moment for the full
+#: garbage collection (agents/heap.py).
+IDLE_GC_AFTER = 0.5
 #: Slots serialised between two yields to the event loop in a checkpoint's write (see
 #: :meth:`Pipeline._write_slots`).
 WRITE_CHUNK = 500
@@ -456,10 +459,19 @@ class Pipeline:
             self._ends_task = asyncio.ensure_future(self._learn_ends(self.generation))
         # Whatever the agent and the idle timer are doing: one stuck on the broker is the stall to report.
         self._watch_stalls(now)
-        # Between batches, not inside one; a saturated agent leaves few other moments.
-        if self.heap.tick(now):
+        # Between batches, not inside one, and preferably in the gap between two scrapes.
+        idle = now - self.busy_until >= IDLE_GC_AFTER and not self.lock.locked()
+        if self.heap.tick(now, idle):
             self.stats["gc_full"] = self.heap.collections
             self.stats["gc_full_ms"] = round(1000 * self.heap.seconds)
+            # A pause of the whole worker (2 s at 20,000 workloads): said where it can be matched
+            # with a late scrape.
+            log.info(
+                "tandem worker: full garbage collection took %.0f ms (%s, %s)",
+                1000 * self.heap.last,
+                "complete" if self.heap.complete else "objects since the last one",
+                "idle" if idle else f"not idle for {PATIENCE:.0f} periods: ran anyway",
+            )
 
     async def on_timer(self) -> None:
         app = self.app

@@ -1,4 +1,5 @@
-"""agents/heap.py: the worker's full garbage collections come from its timer, once a minute at most."""
+"""agents/heap.py: the worker's full garbage collections come from its timer, once a minute at most,
+in a moment when it is idle."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agents.heap import HeapPolicy
+from agents.heap import COMPLETE_EVERY, HeapPolicy
 
 
 @pytest.fixture
@@ -70,3 +71,76 @@ def test_the_scheduled_collection_frees_cyclic_garbage_of_the_oldest_generation(
 def test_a_policy_not_installed_never_collects(policy: HeapPolicy) -> None:
     assert policy.tick(policy._last + 3600.0) is False
     assert policy.collections == 0
+
+
+def test_a_due_collection_waits_for_the_worker_to_be_idle(policy: HeapPolicy) -> None:
+    policy.install()
+    start = policy._last
+    assert policy.tick(start + 60.0, idle=False) is False
+    assert policy.tick(start + 100.0, idle=False) is False
+    assert policy.collections == 0
+    assert policy.tick(start + 100.25, idle=True) is True
+    assert policy.collections == 1
+
+
+def test_a_worker_never_idle_still_collects_three_periods_after_the_last(policy: HeapPolicy) -> None:
+    policy.install()
+    start = policy._last
+    assert policy.tick(start + 179.9, idle=False) is False
+    assert policy.tick(start + 180.0, idle=False) is True
+    policy._took = 2.0  # the period is now 200 s: the patience grows with it, to 600 s
+    assert policy.tick(start + 180.0 + 599.0, idle=False) is False
+    assert policy.tick(start + 180.0 + 600.0, idle=False) is True
+
+
+class _Node:
+    other: object = None
+
+
+def _cycle() -> tuple[_Node, weakref.ref[_Node]]:
+    """Two objects that only reference each other: one of them, and a weak reference to it."""
+    a, b = _Node(), _Node()
+    a.other, b.other = b, a
+    return a, weakref.ref(a)
+
+
+def test_survivors_are_frozen_and_a_later_cycle_is_found_by_the_next_collection(policy: HeapPolicy) -> None:
+    policy.install()
+    kept = _Node()
+    assert policy.tick(policy._last + 60.0) is True
+    assert policy.complete is True  # the first scheduled collection walks everything
+    # its survivors are frozen: in no generation, so no later collection walks them
+    assert gc.get_freeze_count() > 0
+    assert all(o is not kept for o in gc.get_objects())
+    node, alive = _cycle()
+    gc.collect(1)
+    gc.collect(1)  # in the oldest generation, where only the scheduled collection looks
+    del node
+    gc.collect(1)
+    assert alive() is not None
+    assert policy.tick(policy._last + 60.0) is True
+    assert policy.complete is False
+    assert alive() is None  # garbage made after the freeze: found without walking the frozen objects
+
+
+def test_a_cycle_frozen_while_alive_is_freed_by_the_next_complete_collection(policy: HeapPolicy) -> None:
+    policy.install()
+    node, alive = _cycle()
+    assert policy.tick(policy._last + 60.0) is True  # complete, and the cycle frozen while referenced
+    del node
+    for _ in range(COMPLETE_EVERY - 1):
+        assert policy.tick(policy._last + 60.0) is True
+        assert policy.complete is False
+        assert alive() is not None  # frozen: no partial collection walks it
+    assert policy.tick(policy._last + 60.0) is True
+    assert policy.complete is True
+    assert alive() is None
+    assert policy.collections == COMPLETE_EVERY + 1
+
+
+def test_uninstalling_unfreezes(policy: HeapPolicy) -> None:
+    policy.install()
+    assert policy.tick(policy._last + 60.0) is True
+    assert gc.get_freeze_count() > 0
+    policy.uninstall()
+    assert gc.get_freeze_count() == 0
