@@ -112,7 +112,7 @@ def _child(tree: Path, jobs: int) -> None:
             raise SystemExit(f"imported {module.__file__}, not from {tree}")
     policies = [str(tree / "examples" / "simulate" / f"{n}.yaml") for n in ("horizontal", "vertical", "hvpa")]
     seconds, days, rows = _measure(str(tree / "examples" / "stream.jsonl.gz"), policies, jobs)
-    print(json.dumps({"seconds": seconds, "days": days, "rows": rows}))
+    print(json.dumps({"seconds": seconds, "days": days, "rows": rows, "core": scaling.CORE}))
 
 
 def _against(base: str, jobs: int, rounds: int) -> None:
@@ -140,6 +140,10 @@ def _against(base: str, jobs: int, rounds: int) -> None:
     same = all(o["rows"] == n["rows"] for o, n in zip(results["old"], results["new"], strict=True))
     ratio = statistics.median(n / o for o, n in zip(rate["old"], rate["new"], strict=True))
     print(f"old: {base}; new: this tree; --jobs {jobs}; {rounds} rounds, old and new alternating")
+    # Which core each side ran: an old tree without its compiled build runs interpreted, which
+    # would be compared with a compiled new one without a word (``scripts/build_core.py`` in it).
+    cores = {side: sorted({str(m.get("core", "?")) for m in ms}) for side, ms in results.items()}
+    print(f"cores: old {'/'.join(cores['old'])}, new {'/'.join(cores['new'])}")
     for side in ("old", "new"):
         print(f"{side}: median {statistics.median(rate[side]):.1f} workload-days/s, best {max(rate[side]):.1f}")
     print(
