@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
@@ -26,12 +27,16 @@ from faust.types import TP, FutureMessage
 
 __all__ = [
     "ConfirmedTable",
+    "FetchWatch",
     "aiokafka_fetch_state",
+    "await_chain",
     "committed_offsets",
     "current_event",
     "delay_changelog_sends",
     "delay_seek_after_recovery",
     "faust_fetch_state",
+    "fetcher_state",
+    "hang_one_fetch",
     "in_consumer_thread",
     "install_eager_delivery",
     "install_fetch_snapshot_fix",
@@ -90,7 +95,120 @@ def aiokafka_fetch_state(consumer: Any, tp: TP) -> str:
     buffered = records.get(atp)
     waiting = "none" if buffered is None else type(buffered).__name__
     in_flight = sorted(getattr(getattr(consumer, "_fetcher", None), "_in_flight", ()))
-    return f"aiokafka: paused={state.paused} position={position} buffered={waiting} in-flight-nodes={in_flight}"
+    # What the last successful fetch response said of this partition (``highwater``, and its
+    # wall-clock ``timestamp`` in ms, both set only on a response without error): an old one
+    # means no response came back for it; a recent one whose high watermark is the position
+    # means the broker itself offers nothing more.
+    highwater = getattr(state, "highwater", None)
+    stamp = getattr(state, "timestamp", None)
+    answered = "never" if not stamp else f"{max(0.0, time.time() - stamp / 1000):.0f} s ago"
+    return (
+        f"aiokafka: paused={state.paused} position={position} buffered={waiting} in-flight-nodes={in_flight} "
+        f"highwater={highwater} last-fetch-response={answered}"
+    )
+
+
+def fetcher_state(consumer: Any) -> str:
+    """aiokafka's fetcher tasks still pending (where each waits) and its group coordinator's
+    committed-offset refresh routine, for a stall report (run it on the consumer's thread).
+    Private in aiokafka 0.14: ``Fetcher._pending_tasks``, ``GroupCoordinator._commit_refresh_task``."""
+    pending = getattr(getattr(consumer, "_fetcher", None), "_pending_tasks", None) or ()
+    tasks = [await_chain(t.get_coro()) for t in list(pending) if not t.done()]
+    refresh = getattr(getattr(consumer, "_coordinator", None), "_commit_refresh_task", None)
+    if refresh is None:
+        routine = "none"
+    elif not refresh.done():
+        routine = "running"
+    elif refresh.cancelled():
+        routine = "cancelled"
+    else:
+        routine = f"ended ({refresh.exception()!r})"
+    return f"aiokafka fetcher: pending tasks [{'; '.join(tasks)}], committed-offset refresh {routine}"
+
+
+def await_chain(coro: Any) -> str:
+    """Where a suspended coroutine waits: each coroutine of its ``await`` chain as
+    ``function:line``, outermost first, and what the innermost one awaits (a future's type).
+    ``Task.get_stack`` gives only the outermost frame of a suspended coroutine."""
+    parts: list[str] = []
+    for _ in range(32):
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is None:
+            parts.append(type(coro).__name__)
+            break
+        parts.append(f"{frame.f_code.co_name}:{frame.f_lineno}")
+        inner = getattr(coro, "cr_await", None)
+        if inner is None:
+            inner = getattr(coro, "gi_yieldfrom", None)
+        if inner is None:
+            break
+        coro = inner
+    return " > ".join(parts)
+
+
+class FetchWatch:
+    """aiokafka fetcher tasks that stay pending while inputs stall, and their end (stop 27).
+
+    aiokafka's fetcher sends at most one request per broker at a time: a node with a task in
+    ``Fetcher._pending_tasks`` (its id in ``_in_flight``) gets no new fetch until that task ends,
+    and in a one-broker cluster that is every input.  Each request of such a task has a timeout
+    (``request_timeout_ms``), but a task can also wait with none: ``_update_fetch_positions``
+    awaits the group coordinator's committed-offset refresh (``TopicPartitionState.fetch_committed``),
+    which is never answered if that refresh routine ended.  CI once saw two inputs of a worker
+    with lag, a valid position, nothing buffered and a fetch in flight to the only broker, for
+    four minutes after the broker was SIGKILLed and restarted, and no cause in the log.
+
+    So while an input stalls, :meth:`end_hung` (on the consumer's thread) ends every fetcher task
+    it has seen pending for ``limit`` seconds, naming where each waited.  Ending one is safe: both
+    task bodies catch the cancellation at their ``await`` and return "nothing new" (aiokafka
+    0.14, ``_proc_fetch_request`` and ``_update_fetch_positions``), and the fetcher's routine then
+    builds the next requests from the positions, as after any failed fetch.  A task is only
+    ended once it was seen pending in an earlier round, so it has begun to run (a task cancelled
+    before its first step would end the routine itself).  Private in aiokafka 0.14:
+    ``AIOKafkaConsumer._fetcher``, ``Fetcher._pending_tasks``.
+    """
+
+    def __init__(self) -> None:
+        #: task -> monotonic time it was first seen pending (only tasks still pending are kept).
+        self._first_seen: dict[Any, float] = {}
+
+    def end_hung(self, consumer: Any, now: float, limit: float) -> list[str]:
+        """Cancel the fetcher tasks seen pending for ``limit`` s; say where each waited."""
+        pending = getattr(getattr(consumer, "_fetcher", None), "_pending_tasks", None) or ()
+        seen: dict[Any, float] = {}
+        ended: list[str] = []
+        for task in list(pending):
+            if task.done():
+                continue
+            first = self._first_seen.get(task, now)
+            if first < now and now - first >= limit:
+                ended.append(f"{await_chain(task.get_coro())} (pending for at least {now - first:.0f} s)")
+                task.cancel()
+            else:
+                seen[task] = first
+        self._first_seen = seen
+        return ended
+
+
+def hang_one_fetch(consumer: Any, nth: int) -> None:
+    """Fault injection for the tests: aiokafka's ``nth`` fetch request never returns, the shape of
+    the stall :class:`FetchWatch` ends (cancelled, it returns "nothing new", as aiokafka's does)."""
+    fetcher = consumer._fetcher
+    original = fetcher._proc_fetch_request
+    calls = 0
+
+    async def proc(assignment: Any, node_id: Any, request: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == nth:
+            log.warning("tandem worker: fault injection: fetch request %d to node %s hangs", nth, node_id)
+            try:
+                await asyncio.get_running_loop().create_future()
+            except asyncio.CancelledError:
+                return False
+        return await original(assignment, node_id, request)
+
+    fetcher._proc_fetch_request = proc
 
 
 async def in_consumer_thread(app: Any, fn: Callable[[Any], T]) -> T:

@@ -62,12 +62,15 @@ from faust.types import TP
 
 from agents.fence import (
     ConfirmedTable,
+    FetchWatch,
     aiokafka_fetch_state,
     committed_offsets,
     current_event,
     delay_changelog_sends,
     delay_seek_after_recovery,
     faust_fetch_state,
+    fetcher_state,
+    hang_one_fetch,
     in_consumer_thread,
     on_wait_empty,
     take_batches,
@@ -187,6 +190,14 @@ class Pipeline:
         self._read_from: dict[tuple[str, int], int] = {}
         self.starts_known = False
         self._detail_task: asyncio.Future[None] | None = None
+        #: While an input stalls, aiokafka fetcher tasks pending for half the stall timeout are
+        #: ended (agents/fence.py, FetchWatch); asked every sixth of it, in the background.
+        self.fetch_watch = FetchWatch()
+        self._hung_task: asyncio.Future[None] | None = None
+        self._hung_at = 0.0
+        #: Fault injection for the tests only: ``TANDEM_FAULT_HANG_FETCH=N``: aiokafka's N-th fetch
+        #: request never returns (the stall FetchWatch ends).
+        self._hang_fetch = int(os.environ.get("TANDEM_FAULT_HANG_FETCH") or 0)
         self._reloaded_at = 0.0
         #: Counts rebalances, so that work begun before one is not applied after it.
         self.generation = 0
@@ -557,6 +568,10 @@ class Pipeline:
         fresh = [TP(*tp) for tp in current if tp not in self._stalled_logged]
         if fresh and self._detail_task is None:
             self._detail_task = asyncio.ensure_future(self._log_fetch_detail(fresh))
+        every = self.stalls.stall_timeout / 6
+        if stalled and self._hung_task is None and now - self._hung_at >= every:
+            self._hung_at = now
+            self._hung_task = asyncio.ensure_future(self._end_hung_fetches())
         for tp in self._stalled_logged - current.keys():
             log.warning("tandem worker: input %s[%d] moves again", *tp)
         self._stalled_logged = set(current)
@@ -574,13 +589,30 @@ class Pipeline:
     async def _log_fetch_detail(self, tps: Sequence[TP]) -> None:
         """What aiokafka knows of newly stalled inputs (asked on its own thread)."""
         try:
-            details = await in_consumer_thread(self.app, lambda c: [aiokafka_fetch_state(c, tp) for tp in tps])
+            details, fetcher = await in_consumer_thread(
+                self.app, lambda c: ([aiokafka_fetch_state(c, tp) for tp in tps], fetcher_state(c))
+            )
             for tp, detail in zip(tps, details, strict=True):
                 log.error("tandem worker: input %s[%d] stalled: %s", tp.topic, tp.partition, detail)
+            log.error("tandem worker: inputs stalled; %s", fetcher)
         except Exception as exc:
             log.warning("tandem worker: cannot read aiokafka's fetch state: %r", exc)
         finally:
             self._detail_task = None
+
+    async def _end_hung_fetches(self) -> None:
+        """End aiokafka fetcher tasks pending for half the stall timeout while inputs stall (on
+        aiokafka's thread; see agents/fence.py, FetchWatch): fetching then resumes by itself."""
+        limit = self.stalls.stall_timeout / 2
+        try:
+            ended = await in_consumer_thread(self.app, lambda c: self.fetch_watch.end_hung(c, time.monotonic(), limit))
+            for where in ended:
+                self.stats["fetches_ended"] += 1
+                log.error("tandem worker: an aiokafka fetch task hung while inputs stall, ended: %s", where)
+        except Exception as exc:
+            log.warning("tandem worker: cannot check aiokafka's fetch tasks: %r", exc)
+        finally:
+            self._hung_task = None
 
     def _assigned_partitions(self) -> set[int]:
         try:
@@ -725,6 +757,9 @@ class Pipeline:
         never resumed across a rebalance or a restart), the input would stay silent for good; here
         the disagreement is logged and repaired on every timer round, before it can become a stall.
         """
+        if self._hang_fetch:
+            nth, self._hang_fetch = self._hang_fetch, 0
+            await in_consumer_thread(self.app, lambda c: hang_one_fetch(c, nth))
         frozen = {self.topic_of_kind[self._freeze]} if self._freeze else set()
 
         def paused(consumer: Any) -> set[tuple[str, int]]:

@@ -16,10 +16,17 @@ from tests.fixtures.kafka import wait_for
 from tests.integration.test_metrics_worker import free_port, get, scrape
 from tests.integration.test_worker_kafka import (
     Worker,
+    _assert_no_tracebacks,
     _prefix,
+    audit_of,
+    by_workload,
     env_for,
     generated_stream,
     publish,
+    read_events,
+    read_topic,
+    replay,
+    wait_caught_up,
     workers,
     write_stream,
 )
@@ -80,3 +87,36 @@ def test_a_stalled_input_is_reported_fails_readiness_and_ends_the_worker(kafka_b
         assert wait_for(lambda: not w.alive(), 120, interval=0.5, message="the worker exits after --stall-exit")
         assert w.proc.returncode == 75
         assert "exiting with status 75" in w.text()
+
+
+def test_a_fetch_that_never_returns_is_ended_and_the_worker_catches_up(kafka_broker: str, tmp_path: Path) -> None:
+    """aiokafka sends one fetch per broker at a time, so one that never returns stops every input
+    of a one-broker cluster (CI, stop 27: four minutes after a broker restart, until the test gave
+    up).  ``TANDEM_FAULT_HANG_FETCH=3`` makes the third fetch request hang; the worker reports the
+    stall, ends the fetch half a stall timeout later, and carries on: the audit equals the replay."""
+    events, policies = generated_stream(tuple(f"w{i:02d}" for i in range(8)), 200)
+    stream, policy_paths = write_stream(tmp_path, events, policies)
+    expected = audit_of(replay(tmp_path, stream, policy_paths))
+    prefix = _prefix()
+    env = env_for(kafka_broker, prefix, TANDEM_STALL_TIMEOUT="3", TANDEM_FAULT_HANG_FETCH="3")
+    publish(env, stream, policy_paths)
+    with workers() as ws:
+        w = Worker(tmp_path, "hang", env)
+        ws.append(w)
+        wait_for(
+            lambda: len(read_topic(kafka_broker, prefix + "audit")) >= len(expected),
+            120,
+            interval=0.5,
+            message=lambda: f"{len(expected)} audit events ({w.text()[-3000:]})",
+        )
+        wait_caught_up(kafka_broker, prefix, workers=(w,))
+        text = w.text()
+        assert "fault injection: fetch request 3 to node" in text
+        assert "stalled: " in text
+        # Where it waited is named: the fault's coroutine inside aiokafka's fetch task.
+        assert "an aiokafka fetch task hung while inputs stall, ended: proc:" in text
+        assert w.alive()
+        assert w.stop() == 0
+    _assert_no_tracebacks(w)
+    got = read_events(kafka_broker, prefix + "audit")
+    assert by_workload(got) == by_workload(expected)

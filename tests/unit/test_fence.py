@@ -1,14 +1,23 @@
-"""agents/fence.py: Faust's recovery resumes the stream partitions only after the seek (issue #18)."""
+"""agents/fence.py: Faust's recovery resumes the stream partitions only after the seek (issue #18), and a
+fetch that never ends is ended (stop 27)."""
 
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any
 
+from aiokafka.consumer.fetcher import Fetcher
 from faust.tables.recovery import Recovery
 from faust.types import TP
 
-from agents.fence import _resume_after, install_fetch_snapshot_fix, install_recovery_order_fix
+from agents.fence import (
+    FetchWatch,
+    _resume_after,
+    await_chain,
+    install_fetch_snapshot_fix,
+    install_recovery_order_fix,
+)
 
 A, B = TP("tandem.hpa", 0), TP("tandem.hpa", 1)
 LOG = TP("tandem-state-changelog", 0)
@@ -261,3 +270,112 @@ def test_a_delivery_that_fails_raises_in_the_fetch_loop() -> None:
             raise AssertionError("the delivery's error was swallowed")
 
     asyncio.run(main())
+
+
+# ------------------------------------------------------------------ a fetch that never ends
+
+
+class _NeverAnswers:
+    """An aiokafka client whose requests are sent and never answered."""
+
+    async def send(self, node_id: int, request: Any) -> Any:
+        await asyncio.get_running_loop().create_future()
+
+
+class _Waiting:
+    """A partition state that waits for its committed offset, which never comes."""
+
+    has_valid_position = False
+    awaiting_reset = False
+
+    def fetch_committed(self) -> asyncio.Future[Any]:
+        return asyncio.get_running_loop().create_future()
+
+
+class _Assignment:
+    active = True
+
+    def state_value(self, tp: Any) -> _Waiting:
+        return _Waiting()
+
+
+def _consumer_with(*tasks: asyncio.Task[Any]) -> Any:
+    fetcher = SimpleNamespace(_pending_tasks=set(tasks))
+    return SimpleNamespace(_fetcher=fetcher)
+
+
+def test_a_fetcher_task_pending_for_the_limit_is_ended_and_where_it_waited_is_named() -> None:
+    async def run() -> tuple[list[str], list[str], list[str], bool, Any]:
+        fetcher = SimpleNamespace(_client=_NeverAnswers(), _retry_backoff=0.0)
+        task = asyncio.ensure_future(Fetcher._proc_fetch_request(fetcher, _Assignment(), 1, None))
+        await asyncio.sleep(0)
+        consumer, watch = _consumer_with(task), FetchWatch()
+        first = watch.end_hung(consumer, 100.0, 5.0)  # first seen: its age is not known yet
+        early = watch.end_hung(consumer, 104.9, 5.0)
+        ended = watch.end_hung(consumer, 105.0, 5.0)
+        result = await task
+        return first, early, ended, task.cancelled(), result
+
+    first, early, ended, cancelled, result = asyncio.run(run())
+    assert (first, early) == ([], [])
+    assert len(ended) == 1
+    assert ended[0].startswith("_proc_fetch_request:")
+    assert " > send:" in ended[0]
+    assert ended[0].endswith("(pending for at least 5 s)")
+    # aiokafka 0.14's fetch task takes the cancellation as a failed fetch: it returns "nothing new"
+    # and is not cancelled itself (a cancelled one would end the fetcher's routine).
+    assert (cancelled, result) == (False, False)
+
+
+def test_a_position_update_waiting_for_a_committed_offset_that_never_comes_is_ended_the_same_way() -> None:
+    async def run() -> tuple[list[str], bool, Any]:
+        fetcher = SimpleNamespace(_retry_backoff=0.0)
+        task = asyncio.ensure_future(Fetcher._update_fetch_positions(fetcher, _Assignment(), 1, [A]))
+        await asyncio.sleep(0)
+        consumer, watch = _consumer_with(task), FetchWatch()
+        watch.end_hung(consumer, 0.0, 1.0)
+        ended = watch.end_hung(consumer, 1.0, 1.0)
+        result = await task
+        return ended, task.cancelled(), result
+
+    ended, cancelled, result = asyncio.run(run())
+    assert len(ended) == 1 and ended[0].startswith("_update_fetch_positions:")
+    assert (cancelled, result) == (False, False)
+
+
+def test_finished_fetcher_tasks_are_forgotten_and_a_new_one_starts_its_own_clock() -> None:
+    async def run() -> list[list[str]]:
+        old = asyncio.ensure_future(asyncio.sleep(0))
+        await old
+        watch = FetchWatch()
+        rounds = [watch.end_hung(_consumer_with(old), 0.0, 1.0)]
+        fresh = asyncio.ensure_future(asyncio.get_running_loop().create_future())
+        await asyncio.sleep(0)
+        rounds.append(watch.end_hung(_consumer_with(old, fresh), 10.0, 1.0))  # first seen at 10
+        rounds.append(watch.end_hung(_consumer_with(fresh), 10.5, 1.0))
+        fresh.cancel()
+        return rounds
+
+    assert asyncio.run(run()) == [[], [], []]
+
+
+def test_await_chain_names_each_coroutine_down_to_the_future_it_waits_for() -> None:
+    async def inner(fut: asyncio.Future[None]) -> None:
+        await fut
+
+    async def outer(fut: asyncio.Future[None]) -> None:
+        await inner(fut)
+
+    async def run() -> str:
+        fut = asyncio.get_running_loop().create_future()
+        task = asyncio.ensure_future(outer(fut))
+        await asyncio.sleep(0)
+        chain = await_chain(task.get_coro())
+        fut.set_result(None)
+        await task
+        return chain
+
+    chain = asyncio.run(run())
+    outer_line = outer.__code__.co_firstlineno + 1
+    inner_line = inner.__code__.co_firstlineno + 1
+    assert chain == f"outer:{outer_line} > inner:{inner_line} > FutureIter"
