@@ -13,10 +13,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
+from aiokafka.client import AIOKafkaClient
+from aiokafka.consumer.fetcher import Fetcher
 from aiokafka.structs import TopicPartition
 from faust import Table
 from faust.streams import _current_event
@@ -159,13 +162,17 @@ class FetchWatch:
     four minutes after the broker was SIGKILLed and restarted, and no cause in the log.
 
     So while an input stalls, :meth:`end_hung` (on the consumer's thread) ends every fetcher task
-    it has seen pending for ``limit`` seconds, naming where each waited.  Ending one is safe: both
-    task bodies catch the cancellation at their ``await`` and return "nothing new" (aiokafka
-    0.14, ``_proc_fetch_request`` and ``_update_fetch_positions``), and the fetcher's routine then
-    builds the next requests from the positions, as after any failed fetch.  A task is only
-    ended once it was seen pending in an earlier round, so it has begun to run (a task cancelled
-    before its first step would end the routine itself).  Private in aiokafka 0.14:
-    ``AIOKafkaConsumer._fetcher``, ``Fetcher._pending_tasks``.
+    it has seen pending for ``limit`` seconds, naming where each waited.  Ending one is safe only
+    where its body catches the cancellation and returns "nothing new", after which the fetcher's
+    routine builds the next requests from the positions, as after any failed fetch; a task that
+    ends *cancelled* instead ends the routine itself (``fut.result()`` raises in it), and the
+    worker would never fetch again.  In aiokafka 0.14 that holds for ``_update_fetch_positions``
+    at each of its waits, and for ``_proc_fetch_request`` only while it waits in the client's
+    ``send``: its back-off ``sleep`` after a failed request is outside the ``try`` that catches
+    the cancellation.  So only tasks at those points are ended (:func:`_ends_cleanly`), others are
+    named and left, and only once seen pending in an earlier round (so begun: a task cancelled
+    before its first step ends cancelled).  Private in aiokafka 0.14: ``AIOKafkaConsumer._fetcher``,
+    ``Fetcher._pending_tasks`` and the two methods' code.
     """
 
     def __init__(self) -> None:
@@ -173,35 +180,57 @@ class FetchWatch:
         self._first_seen: dict[Any, float] = {}
 
     def end_hung(self, consumer: Any, now: float, limit: float) -> list[str]:
-        """Cancel the fetcher tasks seen pending for ``limit`` s; say where each waited."""
+        """Cancel the fetcher tasks seen pending for ``limit`` s where that is safe; say where each
+        waited (``ended: ...`` or ``left: ...``)."""
         pending = getattr(getattr(consumer, "_fetcher", None), "_pending_tasks", None) or ()
         seen: dict[Any, float] = {}
-        ended: list[str] = []
+        said: list[str] = []
         for task in list(pending):
             if task.done():
                 continue
             first = self._first_seen.get(task, now)
+            seen[task] = first
             if first < now and now - first >= limit:
-                ended.append(f"{await_chain(task.get_coro())} (pending for at least {now - first:.0f} s)")
-                task.cancel()
-            else:
-                seen[task] = first
+                coro = task.get_coro()
+                where = f"{await_chain(coro)} (pending for at least {now - first:.0f} s)"
+                if _ends_cleanly(coro):
+                    said.append(f"ended: {where}")
+                    task.cancel()
+                    del seen[task]
+                else:
+                    said.append(f"left: {where}")
         self._first_seen = seen
-        return ended
+        return said
 
 
-def hang_one_fetch(consumer: Any, nth: int) -> None:
-    """Fault injection for the tests: aiokafka's ``nth`` fetch request never returns, the shape of
-    the stall :class:`FetchWatch` ends (cancelled, it returns "nothing new", as aiokafka's does)."""
+#: Coroutine code that takes a cancellation at any of its waits and returns (the tests' fault).
+_CANCEL_SAFE: set[Any] = {Fetcher._update_fetch_positions.__code__}
+
+
+def _ends_cleanly(coro: Any) -> bool:
+    """Whether cancelling the fetcher task running ``coro`` ends it with a result (see FetchWatch)."""
+    code = getattr(coro, "cr_code", None)
+    if code in _CANCEL_SAFE:
+        return True
+    if code is Fetcher._proc_fetch_request.__code__:
+        inner = getattr(coro, "cr_await", None)
+        return getattr(inner, "cr_code", None) is AIOKafkaClient.send.__code__
+    return False
+
+
+def hang_one_fetch(consumer: Any, trigger: str) -> None:
+    """Fault injection for the tests: once the file ``trigger`` exists, aiokafka's next fetch
+    request never returns, the shape of the stall :class:`FetchWatch` ends (cancelled, it returns
+    "nothing new", as aiokafka's does)."""
     fetcher = consumer._fetcher
     original = fetcher._proc_fetch_request
-    calls = 0
+    hung = False
 
     async def proc(assignment: Any, node_id: Any, request: Any) -> Any:
-        nonlocal calls
-        calls += 1
-        if calls == nth:
-            log.warning("tandem worker: fault injection: fetch request %d to node %s hangs", nth, node_id)
+        nonlocal hung
+        if not hung and os.path.exists(trigger):
+            hung = True
+            log.warning("tandem worker: fault injection: a fetch request to node %s hangs", node_id)
             try:
                 await asyncio.get_running_loop().create_future()
             except asyncio.CancelledError:
@@ -209,6 +238,7 @@ def hang_one_fetch(consumer: Any, nth: int) -> None:
         return await original(assignment, node_id, request)
 
     fetcher._proc_fetch_request = proc
+    _CANCEL_SAFE.add(proc.__code__)
 
 
 async def in_consumer_thread(app: Any, fn: Callable[[Any], T]) -> T:

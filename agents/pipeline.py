@@ -195,9 +195,9 @@ class Pipeline:
         self.fetch_watch = FetchWatch()
         self._hung_task: asyncio.Future[None] | None = None
         self._hung_at = 0.0
-        #: Fault injection for the tests only: ``TANDEM_FAULT_HANG_FETCH=N``: aiokafka's N-th fetch
-        #: request never returns (the stall FetchWatch ends).
-        self._hang_fetch = int(os.environ.get("TANDEM_FAULT_HANG_FETCH") or 0)
+        #: Fault injection for the tests only: ``TANDEM_FAULT_HANG_FETCH=FILE``: once FILE exists,
+        #: aiokafka's next fetch request never returns (the stall FetchWatch ends).
+        self._hang_fetch = os.environ.get("TANDEM_FAULT_HANG_FETCH") or None
         self._reloaded_at = 0.0
         #: Counts rebalances, so that work begun before one is not applied after it.
         self.generation = 0
@@ -606,9 +606,10 @@ class Pipeline:
         limit = self.stalls.stall_timeout / 2
         try:
             ended = await in_consumer_thread(self.app, lambda c: self.fetch_watch.end_hung(c, time.monotonic(), limit))
-            for where in ended:
-                self.stats["fetches_ended"] += 1
-                log.error("tandem worker: an aiokafka fetch task hung while inputs stall, ended: %s", where)
+            for what in ended:
+                if what.startswith("ended: "):
+                    self.stats["fetches_ended"] += 1
+                log.error("tandem worker: an aiokafka fetch task hung while inputs stall, %s", what)
         except Exception as exc:
             log.warning("tandem worker: cannot check aiokafka's fetch tasks: %r", exc)
         finally:
@@ -757,9 +758,9 @@ class Pipeline:
         never resumed across a rebalance or a restart), the input would stay silent for good; here
         the disagreement is logged and repaired on every timer round, before it can become a stall.
         """
-        if self._hang_fetch:
-            nth, self._hang_fetch = self._hang_fetch, 0
-            await in_consumer_thread(self.app, lambda c: hang_one_fetch(c, nth))
+        if self._hang_fetch is not None:
+            trigger, self._hang_fetch = self._hang_fetch, None
+            await in_consumer_thread(self.app, lambda c: hang_one_fetch(c, trigger))
         frozen = {self.topic_of_kind[self._freeze]} if self._freeze else set()
 
         def paused(consumer: Any) -> set[tuple[str, int]]:

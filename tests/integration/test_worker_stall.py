@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.kafka import wait_for
+from tests.generated import T0
 from tests.integration.test_metrics_worker import free_port, get, scrape
 from tests.integration.test_worker_kafka import (
     Worker,
@@ -92,17 +93,32 @@ def test_a_stalled_input_is_reported_fails_readiness_and_ends_the_worker(kafka_b
 def test_a_fetch_that_never_returns_is_ended_and_the_worker_catches_up(kafka_broker: str, tmp_path: Path) -> None:
     """aiokafka sends one fetch per broker at a time, so one that never returns stops every input
     of a one-broker cluster (CI, stop 27: four minutes after a broker restart, until the test gave
-    up).  ``TANDEM_FAULT_HANG_FETCH=3`` makes the third fetch request hang; the worker reports the
-    stall, ends the fetch half a stall timeout later, and carries on: the audit equals the replay."""
-    events, policies = generated_stream(tuple(f"w{i:02d}" for i in range(8)), 200)
-    stream, policy_paths = write_stream(tmp_path, events, policies)
-    expected = audit_of(replay(tmp_path, stream, policy_paths))
+    up).  The worker reads the first half of a stream; then its next fetch hangs
+    (``TANDEM_FAULT_HANG_FETCH``) and the second half is published.  The worker reports the inputs
+    as stalled, ends the fetch half a stall timeout later, and carries on: the audit equals the
+    replay of the whole stream."""
+    events, policy_docs = generated_stream(tuple(f"w{i:02d}" for i in range(8)), 60)
+    stream, policies = write_stream(tmp_path, events, policy_docs)
+    expected = audit_of(replay(tmp_path, stream, policies))
+    # Split right after a tick, so that an idle flush in the pause between the halves decides what
+    # replay decides (test_worker_kafka, the takeover test, says why).
+    half = T0 + 31 * 5.0
+    (tmp_path / "first").mkdir()
+    (tmp_path / "second").mkdir()
+    first, _ = write_stream(tmp_path / "first", [e for e in events if e["ts"] < half], [])
+    second, _ = write_stream(tmp_path / "second", [e for e in events if e["ts"] >= half], [])
+    trigger = tmp_path / "hang"
     prefix = _prefix()
-    env = env_for(kafka_broker, prefix, TANDEM_STALL_TIMEOUT="3", TANDEM_FAULT_HANG_FETCH="3")
-    publish(env, stream, policy_paths)
+    env = env_for(kafka_broker, prefix, TANDEM_STALL_TIMEOUT="3", TANDEM_FAULT_HANG_FETCH=str(trigger))
+    publish(env, first, policies)
     with workers() as ws:
         w = Worker(tmp_path, "hang", env)
         ws.append(w)
+        wait_for(lambda: read_topic(kafka_broker, prefix + "audit"), 120, interval=0.2, message=w.text)
+        wait_caught_up(kafka_broker, prefix, workers=(w,))
+        trigger.touch()
+        wait_for(lambda: "fault injection: a fetch request" in w.text(), 30, interval=0.1, message=w.text)
+        publish(env, second, [])
         wait_for(
             lambda: len(read_topic(kafka_broker, prefix + "audit")) >= len(expected),
             120,
@@ -111,7 +127,6 @@ def test_a_fetch_that_never_returns_is_ended_and_the_worker_catches_up(kafka_bro
         )
         wait_caught_up(kafka_broker, prefix, workers=(w,))
         text = w.text()
-        assert "fault injection: fetch request 3 to node" in text
         assert "stalled: " in text
         # Where it waited is named: the fault's coroutine inside aiokafka's fetch task.
         assert "an aiokafka fetch task hung while inputs stall, ended: proc:" in text

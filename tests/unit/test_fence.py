@@ -7,7 +7,9 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
+from aiokafka.client import AIOKafkaClient
 from aiokafka.consumer.fetcher import Fetcher
+from aiokafka.errors import KafkaConnectionError
 from faust.tables.recovery import Recovery
 from faust.types import TP
 
@@ -275,11 +277,19 @@ def test_a_delivery_that_fails_raises_in_the_fetch_loop() -> None:
 # ------------------------------------------------------------------ a fetch that never ends
 
 
-class _NeverAnswers:
-    """An aiokafka client whose requests are sent and never answered."""
+class _NeverReady(AIOKafkaClient):  # type: ignore[misc]
+    """aiokafka's client (its own ``send``), whose connection to the broker is never ready."""
+
+    async def ready(self, node_id: int, *, group: Any = None) -> bool:
+        await asyncio.get_running_loop().create_future()
+        return True
+
+
+class _Refuses:
+    """An aiokafka client whose requests fail at once."""
 
     async def send(self, node_id: int, request: Any) -> Any:
-        await asyncio.get_running_loop().create_future()
+        raise KafkaConnectionError("refused")
 
 
 class _Waiting:
@@ -306,7 +316,7 @@ def _consumer_with(*tasks: asyncio.Task[Any]) -> Any:
 
 def test_a_fetcher_task_pending_for_the_limit_is_ended_and_where_it_waited_is_named() -> None:
     async def run() -> tuple[list[str], list[str], list[str], bool, Any]:
-        fetcher = SimpleNamespace(_client=_NeverAnswers(), _retry_backoff=0.0)
+        fetcher = SimpleNamespace(_client=_NeverReady(bootstrap_servers="127.0.0.1:9"), _retry_backoff=0.0)
         task = asyncio.ensure_future(Fetcher._proc_fetch_request(fetcher, _Assignment(), 1, None))
         await asyncio.sleep(0)
         consumer, watch = _consumer_with(task), FetchWatch()
@@ -319,8 +329,8 @@ def test_a_fetcher_task_pending_for_the_limit_is_ended_and_where_it_waited_is_na
     first, early, ended, cancelled, result = asyncio.run(run())
     assert (first, early) == ([], [])
     assert len(ended) == 1
-    assert ended[0].startswith("_proc_fetch_request:")
-    assert " > send:" in ended[0]
+    assert ended[0].startswith("ended: _proc_fetch_request:")
+    assert " > send:" in ended[0] and " > ready:" in ended[0]
     assert ended[0].endswith("(pending for at least 5 s)")
     # aiokafka 0.14's fetch task takes the cancellation as a failed fetch: it returns "nothing new"
     # and is not cancelled itself (a cancelled one would end the fetcher's routine).
@@ -339,8 +349,31 @@ def test_a_position_update_waiting_for_a_committed_offset_that_never_comes_is_en
         return ended, task.cancelled(), result
 
     ended, cancelled, result = asyncio.run(run())
-    assert len(ended) == 1 and ended[0].startswith("_update_fetch_positions:")
+    assert len(ended) == 1 and ended[0].startswith("ended: _update_fetch_positions:")
     assert (cancelled, result) == (False, False)
+
+
+def test_a_fetch_in_its_back_off_after_a_failed_request_is_left_alone() -> None:
+    """aiokafka 0.14 sleeps its back-off outside the ``try`` that takes a cancellation: cancelled
+    there, the task would end cancelled and end the fetcher's routine with it."""
+
+    async def run() -> tuple[list[str], bool]:
+        fetcher = SimpleNamespace(_client=_Refuses(), _retry_backoff=30.0)
+        fetcher._invalidate_preferred_read_replica_for_node = lambda node_id, request: None
+        task = asyncio.ensure_future(Fetcher._proc_fetch_request(fetcher, _Assignment(), 1, None))
+        await asyncio.sleep(0)
+        consumer, watch = _consumer_with(task), FetchWatch()
+        watch.end_hung(consumer, 0.0, 1.0)
+        said = watch.end_hung(consumer, 2.0, 1.0)
+        await asyncio.sleep(0)
+        still_running = not task.done()
+        task.cancel()
+        return said, still_running
+
+    said, still_running = asyncio.run(run())
+    assert len(said) == 1 and said[0].startswith("left: _proc_fetch_request:")
+    assert " > sleep:" in said[0]
+    assert still_running
 
 
 def test_finished_fetcher_tasks_are_forgotten_and_a_new_one_starts_its_own_clock() -> None:
