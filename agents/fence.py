@@ -112,11 +112,20 @@ def aiokafka_fetch_state(consumer: Any, tp: TP) -> str:
 
 
 def fetcher_state(consumer: Any) -> str:
-    """aiokafka's fetcher tasks still pending (where each waits) and its group coordinator's
-    committed-offset refresh routine, for a stall report (run it on the consumer's thread).
-    Private in aiokafka 0.14: ``Fetcher._pending_tasks``, ``GroupCoordinator._commit_refresh_task``."""
-    pending = getattr(getattr(consumer, "_fetcher", None), "_pending_tasks", None) or ()
+    """aiokafka's fetch routine, its tasks still pending (where each waits) and its group
+    coordinator's committed-offset refresh routine, for a stall report (run it on the consumer's
+    thread).  Private in aiokafka 0.14: ``Fetcher._fetch_task``, ``Fetcher._pending_tasks``,
+    ``GroupCoordinator._commit_refresh_task``."""
+    fetcher = getattr(consumer, "_fetcher", None)
+    pending = getattr(fetcher, "_pending_tasks", None) or ()
     tasks = [await_chain(t.get_coro()) for t in list(pending) if not t.done()]
+    loop = getattr(fetcher, "_fetch_task", None)
+    if loop is None:
+        fetching = "none"
+    elif not loop.done():
+        fetching = "running"
+    else:
+        fetching = "ended (cancelled)" if loop.cancelled() else f"ended ({loop.exception()!r})"
     refresh = getattr(getattr(consumer, "_coordinator", None), "_commit_refresh_task", None)
     if refresh is None:
         routine = "none"
@@ -126,7 +135,9 @@ def fetcher_state(consumer: Any) -> str:
         routine = "cancelled"
     else:
         routine = f"ended ({refresh.exception()!r})"
-    return f"aiokafka fetcher: pending tasks [{'; '.join(tasks)}], committed-offset refresh {routine}"
+    return (
+        f"aiokafka fetcher: routine {fetching}, pending tasks [{'; '.join(tasks)}], committed-offset refresh {routine}"
+    )
 
 
 def await_chain(coro: Any) -> str:
@@ -181,10 +192,22 @@ class FetchWatch:
 
     def end_hung(self, consumer: Any, now: float, limit: float) -> list[str]:
         """Cancel the fetcher tasks seen pending for ``limit`` s where that is safe; say where each
-        waited (``ended: ...`` or ``left: ...``)."""
-        pending = getattr(getattr(consumer, "_fetcher", None), "_pending_tasks", None) or ()
+        waited (``ended: ...`` or ``left: ...``).  A fetch routine that ended while the consumer
+        is open is started again (``restarted: ...``): nothing else would ever fetch."""
+        fetcher = getattr(consumer, "_fetcher", None)
+        pending = getattr(fetcher, "_pending_tasks", None) or ()
         seen: dict[Any, float] = {}
         said: list[str] = []
+        routine = getattr(fetcher, "_fetch_task", None)
+        if routine is not None and routine.done() and getattr(consumer, "_closed", True) is False:
+            # It ends only on an error it raises, or on a cancellation it takes for "closing"
+            # (``except CancelledError: pass``), e.g. from a fetch task that ended cancelled;
+            # nothing in aiokafka 0.14 looks at it again (``Fetcher.error_future`` has no reader).
+            # Started afresh it does what it does at start: drops the fetched records and the
+            # pending tasks, takes the assignment, fetches from the positions.
+            ended = "cancelled" if routine.cancelled() else repr(routine.exception())
+            fetcher._fetch_task = asyncio.ensure_future(fetcher._fetch_requests_routine())
+            said.append(f"restarted: aiokafka's fetch routine, which had ended ({ended})")
         for task in list(pending):
             if task.done():
                 continue

@@ -607,6 +607,10 @@ class Pipeline:
         try:
             ended = await in_consumer_thread(self.app, lambda c: self.fetch_watch.end_hung(c, time.monotonic(), limit))
             for what in ended:
+                if what.startswith("restarted: "):
+                    self.stats["fetch_restarts"] += 1
+                    log.error("tandem worker: inputs stall; %s", what)
+                    continue
                 if what.startswith("ended: "):
                     self.stats["fetches_ended"] += 1
                 log.error("tandem worker: an aiokafka fetch task hung while inputs stall, %s", what)

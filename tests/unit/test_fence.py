@@ -9,6 +9,7 @@ from typing import Any
 
 from aiokafka.client import AIOKafkaClient
 from aiokafka.consumer.fetcher import Fetcher
+from aiokafka.consumer.subscription_state import SubscriptionState
 from aiokafka.errors import KafkaConnectionError
 from faust.tables.recovery import Recovery
 from faust.types import TP
@@ -412,3 +413,28 @@ def test_await_chain_names_each_coroutine_down_to_the_future_it_waits_for() -> N
     outer_line = outer.__code__.co_firstlineno + 1
     inner_line = inner.__code__.co_firstlineno + 1
     assert chain == f"outer:{outer_line} > inner:{inner_line} > FutureIter"
+
+
+def test_a_fetch_routine_that_ended_while_the_consumer_is_open_is_started_again() -> None:
+    async def run() -> tuple[list[str], bool, list[str]]:
+        client = AIOKafkaClient(bootstrap_servers="127.0.0.1:9")
+        fetcher = Fetcher(client, SubscriptionState())
+        dead = fetcher._fetch_task
+        await asyncio.sleep(0)  # begun: waiting for an assignment
+        dead.cancel()  # the routine takes it for "closing" and returns: done, not cancelled
+        await asyncio.sleep(0)
+        consumer = SimpleNamespace(_fetcher=fetcher, _closed=False)
+        said = FetchWatch().end_hung(consumer, 0.0, 1.0)
+        await asyncio.sleep(0)
+        restarted = fetcher._fetch_task is not dead and not fetcher._fetch_task.done()
+        consumer._closed = True  # a closing consumer's routine is left to end
+        fetcher._fetch_task.cancel()
+        await asyncio.sleep(0)
+        again = FetchWatch().end_hung(consumer, 0.0, 1.0)
+        await fetcher.close()
+        return said, restarted, again
+
+    said, restarted, again = asyncio.run(run())
+    assert said == ["restarted: aiokafka's fetch routine, which had ended (None)"]
+    assert restarted
+    assert again == []
