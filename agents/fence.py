@@ -208,6 +208,26 @@ class FetchWatch:
             ended = "cancelled" if routine.cancelled() else repr(routine.exception())
             fetcher._fetch_task = asyncio.ensure_future(fetcher._fetch_requests_routine())
             said.append(f"restarted: aiokafka's fetch routine, which had ended ({ended})")
+        coordinator = getattr(consumer, "_coordinator", None)
+        refresh = getattr(coordinator, "_commit_refresh_task", None)
+        sub = getattr(getattr(consumer, "_subscription", None), "subscription", None)
+        assignment = getattr(sub, "assignment", None)
+        if (
+            refresh is not None
+            and refresh.done()
+            and assignment is not None
+            and assignment.active
+            and getattr(consumer, "_closed", True) is False
+        ):
+            # The committed-offset refresh answers ``fetch_committed``, which a position update
+            # awaits with no timeout; it ends for good on an error aiokafka deems not retriable
+            # (an unknown per-partition error code of an OffsetFetch is raised as a bare
+            # ``KafkaError``) or when its assignment ends.  Its assignment is the current one and
+            # still active here, so it is the former: started again, as the coordinator does for
+            # each assignment (its own method).
+            ended = "cancelled" if refresh.cancelled() else repr(refresh.exception())
+            coordinator.start_commit_offsets_refresh_task(assignment)
+            said.append(f"restarted: aiokafka's committed-offset refresh, which had ended ({ended})")
         for task in list(pending):
             if task.done():
                 continue

@@ -10,7 +10,7 @@ from typing import Any
 from aiokafka.client import AIOKafkaClient
 from aiokafka.consumer.fetcher import Fetcher
 from aiokafka.consumer.subscription_state import SubscriptionState
-from aiokafka.errors import KafkaConnectionError
+from aiokafka.errors import KafkaConnectionError, KafkaError
 from faust.tables.recovery import Recovery
 from faust.types import TP
 
@@ -438,3 +438,34 @@ def test_a_fetch_routine_that_ended_while_the_consumer_is_open_is_started_again(
     assert said == ["restarted: aiokafka's fetch routine, which had ended (None)"]
     assert restarted
     assert again == []
+
+
+class _Coordinator:
+    def __init__(self, refresh: asyncio.Future[Any]) -> None:
+        self._commit_refresh_task = refresh
+        self.started: list[Any] = []
+
+    def start_commit_offsets_refresh_task(self, assignment: Any) -> None:
+        self.started.append(assignment)
+
+
+def test_a_committed_offset_refresh_that_ended_under_an_active_assignment_is_started_again() -> None:
+    async def run() -> tuple[list[str], list[Any], list[str], list[Any]]:
+        dead = asyncio.get_running_loop().create_future()
+        dead.set_exception(KafkaError("Unknown error fetching offsets"))
+        assignment = _Assignment()
+        coordinator = _Coordinator(dead)
+        subscription = SimpleNamespace(subscription=SimpleNamespace(assignment=assignment))
+        consumer = SimpleNamespace(_coordinator=coordinator, _subscription=subscription, _closed=False)
+        said = FetchWatch().end_hung(consumer, 0.0, 1.0)
+        started = list(coordinator.started)
+        assignment.active = False  # after a rebalance: the coordinator starts the next one itself
+        again = FetchWatch().end_hung(consumer, 0.0, 1.0)
+        return said, started, again, coordinator.started
+
+    said, started, again, all_started = asyncio.run(run())
+    assert said == [
+        "restarted: aiokafka's committed-offset refresh, which had ended (KafkaError('Unknown error fetching offsets'))"
+    ]
+    assert len(started) == 1
+    assert again == [] and len(all_started) == 1
