@@ -4,8 +4,11 @@ pyproject.toml pins ``faust-streaming>=0.15,<0.16``; everything here was read ag
 aiokafka 0.14.  When either is upgraded, this module is the one to re-read: each function says
 which private name it reaches and why no public one does the job.
 
-It also carries the two behavioural fixes tandem needs in Faust (issue #18, the rebalance stall and
-the lost inputs): :func:`install_recovery_order_fix` and :class:`ConfirmedTable`.
+It also carries the behavioural fixes tandem needs in Faust (issue #18, the rebalance stall and
+the lost inputs: :func:`install_recovery_order_fix`, :func:`install_fetch_snapshot_fix` and
+:class:`ConfirmedTable`) and in aiokafka (a fetch that never ends, CI of stop 27:
+:class:`FetchWatch`).  aiokafka's own classes are imported only to recognise their methods' code
+(``_ends_cleanly``), never subclassed or patched outside the tests' fault injection.
 """
 
 from __future__ import annotations
