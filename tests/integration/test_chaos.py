@@ -167,7 +167,7 @@ def _finish(broker: Broker, prefix: str, expected: list[dict[str, Any]], worker:
         lambda: _every_decision(broker.bootstrap, prefix, expected),
         300,
         interval=0.5,
-        message=lambda: f"every decision {when} ({worker.text()[-3000:]})",
+        message=lambda: f"every decision {when} ({worker.story()})",
     )
     wait_caught_up(broker.bootstrap, prefix, timeout=120.0, workers=(worker,))
     assert worker.alive(), worker.text()[-3000:]

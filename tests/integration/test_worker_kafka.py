@@ -262,6 +262,16 @@ class Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def story(self, tail: int = 3000) -> str:
+        """For a failure message: tandem's own warnings and errors (the first 60: stall reports,
+        what was ended or restarted), then the end of the log.  A stall report comes once, and a
+        minute of stats lines pushes it out of any tail of the log (CI, stop 27, showed the tail
+        only); aiokafka's connection errors during an outage are thousands and left out."""
+        text = self.text()
+        levels = ("[WARNING] tandem worker:", "[ERROR] tandem worker:", "[CRITICAL] tandem worker:")
+        lines = [ln for ln in text.splitlines() if any(m in ln for m in levels) or ln.startswith("Traceback")]
+        return "\n".join(["-- tandem's warnings and errors --", *lines[:60], "-- end of the log --", text[-tail:]])
+
     def assigned(self) -> list[list[int]]:
         return [orjson.loads(m) for m in re.findall(r"tandem worker: assigned partitions (\[[0-9, ]*\])", self.text())]
 
