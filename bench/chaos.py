@@ -2,16 +2,17 @@
 
     python bench/chaos.py [--runs 20] [--parallel 1] [--scenario NAME]... [--outage 30] [--logs DIR]
 
-Each scenario is one real-broker test (``tests/integration/test_worker_kafka.py`` and
-``tests/integration/test_chaos.py``): it publishes a stream, runs ``tandem worker`` subprocesses,
-injects the fault and compares the audit topic with ``tandem replay`` of the same input (same ids,
-same content, a repeated event byte-identical) and checks that every input is committed.  CI runs
-each scenario once as part of the suite; this script repeats them, round-robin so that a noisy
-moment of the machine does not hit one scenario only; ``--parallel 2`` runs two at once (a harder
-test: each run then shares the machine with another one's broker and workers).  A run's outcome is pytest's: passed,
-xfailed (a known, documented limit the test reports as such) or failed (its output is kept under
-``--logs``).  The worker scenarios share one broker started here (``scripts/kafka.sh``); the broker
-scenarios start and stop their own.
+Each scenario is one real-broker test (``tests/integration/test_worker_kafka.py``,
+``tests/integration/test_chaos.py`` and ``tests/integration/test_worker_stall.py``): it publishes
+a stream, runs ``tandem worker`` subprocesses, injects the fault and compares the audit topic with
+``tandem replay`` of the same input (same ids, same content, a repeated event byte-identical) and
+checks that every input is committed.  CI runs each scenario once as part of the suite; this
+script repeats them, round-robin so that a noisy moment of the machine does not hit one scenario
+only; ``--parallel 2`` runs two at once (a harder test: each run then shares the machine with
+another one's broker and workers).  A run's outcome is pytest's: passed, xfailed (a known,
+documented limit the test reports as such) or failed (its output is kept under ``--logs``).  The
+worker scenarios share one broker started here (``scripts/kafka.sh``); the broker scenarios start
+and stop their own.
 
 The table goes to docs/operating.md ("Faults") with the machine and the command.
 """
@@ -33,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = "tests/integration/test_worker_kafka.py::"
 CHAOS = "tests/integration/test_chaos.py::"
+STALL = "tests/integration/test_worker_stall.py::"
 
 #: name -> (what the issue calls it, pytest node id)
 SCENARIOS: dict[str, tuple[str, str]] = {
@@ -63,6 +65,10 @@ SCENARIOS: dict[str, tuple[str, str]] = {
     "takeover": (
         "6. one worker of two SIGKILLed while input arrives, the other takes over",
         WORKER + "test_one_worker_of_two_killed_while_input_arrives_the_other_takes_over_losing_nothing",
+    ),
+    "fetch-hang": (
+        "7. a fetch that never returns (the worker ends it)",
+        STALL + "test_a_fetch_that_never_returns_is_ended_and_the_worker_catches_up",
     ),
 }
 
