@@ -674,7 +674,12 @@ async def take_batches(app: Any, stream: Any, max_: int, within: float) -> Async
     * a taken message is tracked as the stream tracks it (``Message.tracked``, the consumer's
       ``unacked`` set), so ``Consumer.wait_empty`` waits for it as for any other;
     * a batch is handed over once it holds ``max_`` events or ``within`` seconds after its first,
-      as ``noack_take(max_, within)`` did; what is already queued is taken without waiting.
+      as ``noack_take(max_, within)`` did; what is already queued is taken without waiting;
+    * each batch stamps its topic-partitions in the monitor's ``stream_inbound_time``, as the
+      stream's sensor call did (``Monitor.on_stream_event_in``): Faust's consumer thread reads it
+      to tell a stream that stopped taking events (``verify_event_path``), and without it logged
+      "Stream has not started processing TP(...)" at ERROR for a healthy worker that had had lag
+      for ``stream_processing_timeout`` (seen in ``bench/capacity.py`` at 20,000 workloads).
 
     The events are acknowledged by their owner (``Event.ack``), at the checkpoint that covers
     them, as before.  Private names: ``Consumer.unacked`` (the set Faust's stream inlines
@@ -684,6 +689,7 @@ async def take_batches(app: Any, stream: Any, max_: int, within: float) -> Async
     channel = aiter(stream.channel)
     queue = channel.queue
     unacked_add = app.consumer.unacked.add
+    inbound = getattr(getattr(app, "monitor", None), "stream_inbound_time", None)
     acking = app.topics.acking_topics
     flow_active = app.flow_control.is_active
     loop = asyncio.get_running_loop()
@@ -723,6 +729,10 @@ async def take_batches(app: Any, stream: Any, max_: int, within: float) -> Async
                     unacked_add(message)
                 batch.append(event)
             if batch:
+                if inbound is not None:
+                    stamp = time.monotonic()  # the clock Faust's monitor and consumer thread use
+                    for event in batch:
+                        inbound[event.message.tp] = stamp
                 yield batch
     except StopAsyncIteration:
         # The channel ends (the agent stops: Faust throws this into its queue, and the stream's

@@ -8,8 +8,10 @@ the consumer's set of unacknowledged messages).
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
+from faust.sensors import Monitor
 from faust.types import TP
 from faust.types.tuples import ConsumerMessage, Message
 from mode.utils.queues import FlowControlEvent, ThrowableQueue
@@ -165,3 +167,28 @@ def test_the_input_ends_when_the_channel_is_stopped() -> None:
 
     # The event still queued behind the error is never handed over (nor acknowledged).
     assert asyncio.run(asyncio.wait_for(main(), 5.0)) == [[0]]
+
+
+def test_each_batch_tells_faust_monitor_its_partitions_took_events_as_a_stream_would() -> None:
+    """Faust's consumer thread logs "Stream has not started processing TP(...)" at ERROR for a
+    partition with lag and no ``Monitor.stream_inbound_time`` entry for ``stream_processing_timeout``:
+    the stream's sensor call set it, and take_batches bypasses the stream."""
+
+    async def main() -> tuple[dict[TP, float], float, float]:
+        app = _App()
+        app.monitor = Monitor()
+        stream = _Stream(app)
+        other = TP(TOPIC, 1)
+        stream.channel.queue.put_nowait(_event(0))
+        msg = ConsumerMessage(TOPIC, 1, 9, 0.0, 0, None, b"k", b"v", None, tp=other, generation_id=3)
+        stream.channel.queue.put_nowait(_Event(msg))
+        before = time.monotonic()
+        batches = take_batches(app, stream, 2, within=60.0)
+        await asyncio.wait_for(batches.__anext__(), 1.0)
+        after = time.monotonic()
+        await batches.aclose()
+        return dict(app.monitor.stream_inbound_time), before, after
+
+    inbound, before, after = asyncio.run(main())
+    assert set(inbound) == {TP(TOPIC, 0), TP(TOPIC, 1)}
+    assert all(before <= t <= after for t in inbound.values())
