@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+
+import pytest
 
 from agents.app import PRODUCER_BATCH_BYTES, PRODUCER_BUFFER_MESSAGES, create_app
 from agents.settings import MAX_SLOT_BYTES, parse_worker_settings
@@ -74,3 +77,22 @@ def test_faust_monitor_keeps_no_per_message_bookkeeping_but_still_reports_rebala
         assert isinstance(monitor.on_rebalance_start(app), dict)  # Faust's own reports are kept
     finally:
         loop.close()
+
+
+def test_mode_warnings_that_tandems_own_timers_overlap_are_counted_not_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from collections import defaultdict
+
+    from agents.pipeline import _quiet_own_timers
+
+    stats: defaultdict[str, int] = defaultdict(int)
+    _quiet_own_timers(stats)
+    _quiet_own_timers(stats)  # a second app in the process replaces the filter, not adds one
+    timers = logging.getLogger("mode.timers")
+    with caplog.at_level(logging.INFO, logger="mode.timers"):
+        timers.warning("Timer %s is overlapping (interval=%r runtime=%r)", "tandem.idle", 0.25, 1.7)
+        timers.warning("Timer %s is overlapping (interval=%r runtime=%r)", "tandem.watch", 0.25, 1.1)
+        timers.warning("Timer %s is overlapping (interval=%r runtime=%r)", "livelock", 1.25, 1.9)
+    assert [r.getMessage() for r in caplog.records] == ["Timer livelock is overlapping (interval=1.25 runtime=1.9)"]
+    assert stats == {"timer_overlaps": 2}
