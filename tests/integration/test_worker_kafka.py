@@ -190,7 +190,7 @@ def wait_caught_up(broker: str, prefix: str, timeout: float = 60.0, workers: Seq
 
     def diagnose() -> str:
         lags = asyncio.run(_lags(broker, prefix + "worker", prefix))
-        logs = "\n".join(w.text()[-2000:] for w in workers)
+        logs = "\n".join(w.story(2000) for w in workers)
         return f"lag 0 (still lagging: {lags}){chr(10) + logs if logs else ''}"
 
     wait_for(lambda: asyncio.run(_lag(broker, prefix + "worker", prefix)) == 0, timeout, interval=0.3, message=diagnose)
@@ -263,14 +263,32 @@ class Worker:
         return self.proc.poll() is None
 
     def story(self, tail: int = 3000) -> str:
-        """For a failure message: tandem's own warnings and errors (the first 60: stall reports,
-        what was ended or restarted), then the end of the log.  A stall report comes once, and a
+        """For a failure message: tandem's own warnings and errors and the group's rebalances (the
+        first 80: stall reports, what was ended or restarted, where inputs were sought to), then
+        the end of the log.  A stall report comes once, and a
         minute of stats lines pushes it out of any tail of the log (CI, stop 27, showed the tail
         only); aiokafka's connection errors during an outage are thousands and left out."""
         text = self.text()
         levels = ("[WARNING] tandem worker:", "[ERROR] tandem worker:", "[CRITICAL] tandem worker:")
-        lines = [ln for ln in text.splitlines() if any(m in ln for m in levels) or ln.startswith("Traceback")]
-        return "\n".join(["-- tandem's warnings and errors --", *lines[:60], "-- end of the log --", text[-tail:]])
+        # The group's story too: a rebalance after a broker restart re-reads from the committed
+        # offsets, and what the worker then commits is what a lag failure is about.
+        group = (
+            "tandem worker: assigned partitions",
+            "sought to their log start",
+            "Joined group",
+            "Revoking previously",
+            "session expired",
+            "member_id was not recognized",
+            "Seek stream partitions",
+        )
+        lines = [
+            ln
+            for ln in text.splitlines()
+            if any(m in ln for m in levels) or any(m in ln for m in group) or ln.startswith("Traceback")
+        ]
+        return "\n".join(
+            ["-- tandem's warnings and errors, the group --", *lines[:80], "-- end of the log --", text[-tail:]]
+        )
 
     def assigned(self) -> list[list[int]]:
         return [orjson.loads(m) for m in re.findall(r"tandem worker: assigned partitions (\[[0-9, ]*\])", self.text())]
