@@ -265,9 +265,9 @@ class Worker:
     def story(self, tail: int = 3000) -> str:
         """For a failure message: tandem's own warnings and errors and the group's rebalances (the
         first 80: stall reports, what was ended or restarted, where inputs were sought to), then
-        the end of the log.  A stall report comes once, and a
-        minute of stats lines pushes it out of any tail of the log (CI, stop 27, showed the tail
-        only); aiokafka's connection errors during an outage are thousands and left out."""
+        the end of the log.  A stall report comes once, and a minute of stats lines pushes it out
+        of any tail of the log (CI, stop 27, showed the tail only); aiokafka's connection errors
+        during an outage are thousands and left out."""
         text = self.text()
         levels = ("[WARNING] tandem worker:", "[ERROR] tandem worker:", "[CRITICAL] tandem worker:")
         # The group's story too: a rebalance after a broker restart re-reads from the committed
