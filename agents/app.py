@@ -36,7 +36,12 @@ def create_app(settings: WorkerSettings, *, loop: Any = None, metrics: Any = Non
     """
     import faust
 
-    from agents.fence import install_eager_delivery, install_fetch_snapshot_fix, install_recovery_order_fix
+    from agents.fence import (
+        install_eager_delivery,
+        install_failed_commit_fix,
+        install_fetch_snapshot_fix,
+        install_recovery_order_fix,
+    )
     from agents.pipeline import MAX_SLOT_BYTES, install
 
     # Faust 0.15 resumes the stream partitions before it seeks them after a rebalance (issue #18).
@@ -45,6 +50,8 @@ def create_app(settings: WorkerSettings, *, loop: Any = None, metrics: Any = Non
     install_fetch_snapshot_fix()
     # Faust 0.15 races four tasks per delivered message; a delivery that need not wait runs inline.
     install_eager_delivery()
+    # Faust 0.15 records a failed commit's offsets as committed (faust-streaming PR #692).
+    install_failed_commit_fix()
 
     heartbeat = min(3.0, settings.session_timeout / 3)
     conf: dict[str, Any] = {

@@ -5,8 +5,8 @@ aiokafka 0.14.  When either is upgraded, this module is the one to re-read: each
 which private name it reaches and why no public one does the job.
 
 It also carries the behavioural fixes tandem needs in Faust (issue #18, the rebalance stall and
-the lost inputs: :func:`install_recovery_order_fix`, :func:`install_fetch_snapshot_fix` and
-:class:`ConfirmedTable`) and in aiokafka (a fetch that never ends, CI of stop 27:
+the lost inputs: :func:`install_recovery_order_fix`, :func:`install_fetch_snapshot_fix`,
+:func:`install_failed_commit_fix` and :class:`ConfirmedTable`) and in aiokafka (a fetch that never ends, CI of stop 27:
 :class:`FetchWatch`).  aiokafka's own classes are imported only to recognise their methods' code
 (``_ends_cleanly``), never subclassed or patched outside the tests' fault injection.
 """
@@ -45,6 +45,7 @@ __all__ = [
     "hang_one_fetch",
     "in_consumer_thread",
     "install_eager_delivery",
+    "install_failed_commit_fix",
     "install_fetch_snapshot_fix",
     "install_recovery_order_fix",
     "on_wait_empty",
@@ -487,6 +488,47 @@ async def _seek_uncommitted(app: Any, tps: set[TP]) -> None:
         if start is not None:
             await consumer.seek(tp, start)
     log.info("tandem worker: %d input partition(s) without a committed offset sought to their log start", len(loose))
+
+
+# ------------------------------------------------------------ the failed-commit bookkeeping fix
+
+_commit_fix_installed = False
+
+
+def install_failed_commit_fix() -> None:
+    """Forget the offsets of a commit that failed, as faust-streaming PR #692 does upstream.
+
+    Faust 0.15.3's ``Consumer._commit_offsets`` records the offsets it tried to commit in
+    ``_committed_offset`` whether or not the commit succeeded (faust-streaming/faust#316; fixed
+    in PR #692, merged 2026-07-19, in no 0.15 release).  A commit that fails because the group
+    rebalanced (the broker came back after the worker's session expired: ``CommitFailedError``,
+    "already rebalanced") thus leaves Faust believing offsets committed that the broker never
+    took.  After the rebalance aiokafka reads those inputs again from the broker's committed
+    offset (none: the log start), but ``Consumer.ack`` ignores offsets below the recorded one and
+    ``_should_commit`` skips them, so the group never commits those inputs: every decision was
+    made, yet their lag stays for good, and a restart reads them all again.  Seen in
+    ``bench/chaos.py`` (the broker SIGKILLed, 2 of 14 runs: nine inputs uncommitted, 8,100
+    messages re-read).  The wrapper puts back, for a commit that did not happen, each offset
+    Faust recorded, unless a later commit has recorded another since.
+    """
+    global _commit_fix_installed
+    if _commit_fix_installed:
+        return
+    original = Consumer._commit_offsets
+
+    @functools.wraps(original)
+    async def _commit_offsets(self: Any, offsets: Mapping[TP, int], start_new_transaction: bool = True) -> bool:
+        recorded = self._committed_offset
+        before = {tp: recorded.get(tp) for tp in offsets}
+        did_commit: bool = await original(self, offsets, start_new_transaction)
+        if not did_commit:
+            for tp, offset in offsets.items():
+                if recorded.get(tp) == offset:
+                    recorded[tp] = before[tp]
+        return did_commit
+
+    Consumer._commit_offsets = _commit_offsets  # type: ignore[method-assign]
+    _commit_fix_installed = True
 
 
 # ---------------------------------------------------------------- the fetch-snapshot fix

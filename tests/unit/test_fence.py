@@ -18,6 +18,7 @@ from agents.fence import (
     FetchWatch,
     _resume_after,
     await_chain,
+    install_failed_commit_fix,
     install_fetch_snapshot_fix,
     install_recovery_order_fix,
 )
@@ -469,3 +470,49 @@ def test_a_committed_offset_refresh_that_ended_under_an_active_assignment_is_sta
     ]
     assert len(started) == 1
     assert again == [] and len(all_started) == 1
+
+
+# ------------------------------------------------------------ the failed-commit bookkeeping fix
+
+
+class _CommittingConsumer:
+    """What Faust 0.15.3's ``Consumer._commit_offsets`` touches, with a commit that fails or not."""
+
+    in_transaction = False
+
+    def __init__(self, succeed: bool) -> None:
+        from collections import defaultdict
+
+        self.succeed = succeed
+        self._committed_offset: defaultdict[TP, int | None] = defaultdict(lambda: None)
+        self.log = SimpleNamespace(dev=lambda *a, **k: None, info=lambda *a, **k: None)
+
+        async def flush() -> None:
+            return None
+
+        self.app = SimpleNamespace(
+            producer=SimpleNamespace(flush=flush),
+            tables=SimpleNamespace(on_commit=lambda offsets: None),
+            monitor=SimpleNamespace(on_tp_commit=lambda offsets: None),
+        )
+
+    def assignment(self) -> set[TP]:
+        return {A, B}
+
+    async def _commit(self, offsets: Any) -> bool:
+        return self.succeed
+
+
+def test_a_commit_that_failed_leaves_faust_recording_the_offsets_committed_before_it() -> None:
+    from faust.transport.consumer import Consumer
+
+    install_failed_commit_fix()
+    failing = _CommittingConsumer(succeed=False)
+    failing._committed_offset[A] = 40  # committed before; B never was
+    did = asyncio.run(Consumer._commit_offsets(failing, {A: 90, B: 17}))  # type: ignore[arg-type]
+    assert did is False
+    assert (failing._committed_offset[A], failing._committed_offset[B]) == (40, None)
+
+    working = _CommittingConsumer(succeed=True)
+    assert asyncio.run(Consumer._commit_offsets(working, {A: 90, B: 17})) is True  # type: ignore[arg-type]
+    assert (working._committed_offset[A], working._committed_offset[B]) == (90, 17)
