@@ -507,7 +507,7 @@ def install_failed_commit_fix() -> None:
     offset (none: the log start), but ``Consumer.ack`` ignores offsets below the recorded one and
     ``_should_commit`` skips them, so the group never commits those inputs: every decision was
     made, yet their lag stays for good, and a restart reads them all again.  Seen in
-    ``bench/chaos.py`` (the broker SIGKILLed, 2 of 14 runs: nine inputs uncommitted, 8,100
+    ``bench/chaos.py`` (the broker SIGKILLed, 2 of 13 runs: nine inputs uncommitted, 8,100
     messages re-read).  The wrapper puts back, for a commit that did not happen, each offset
     Faust recorded, unless a later commit has recorded another since.
     """
