@@ -123,25 +123,20 @@ def fetcher_state(consumer: Any) -> str:
     fetcher = getattr(consumer, "_fetcher", None)
     pending = getattr(fetcher, "_pending_tasks", None) or ()
     tasks = [await_chain(t.get_coro()) for t in list(pending) if not t.done()]
-    loop = getattr(fetcher, "_fetch_task", None)
-    if loop is None:
-        fetching = "none"
-    elif not loop.done():
-        fetching = "running"
-    else:
-        fetching = "ended (cancelled)" if loop.cancelled() else f"ended ({loop.exception()!r})"
-    refresh = getattr(getattr(consumer, "_coordinator", None), "_commit_refresh_task", None)
-    if refresh is None:
-        routine = "none"
-    elif not refresh.done():
-        routine = "running"
-    elif refresh.cancelled():
-        routine = "cancelled"
-    else:
-        routine = f"ended ({refresh.exception()!r})"
+    fetching = _task_state(getattr(fetcher, "_fetch_task", None))
+    routine = _task_state(getattr(getattr(consumer, "_coordinator", None), "_commit_refresh_task", None))
     return (
         f"aiokafka fetcher: routine {fetching}, pending tasks [{'; '.join(tasks)}], committed-offset refresh {routine}"
     )
+
+
+def _task_state(task: Any) -> str:
+    """``none``, ``running``, or how a finished task ended: ``ended (cancelled)`` or ``ended (<its exception>)``."""
+    if task is None:
+        return "none"
+    if not task.done():
+        return "running"
+    return "ended (cancelled)" if task.cancelled() else f"ended ({task.exception()!r})"
 
 
 def await_chain(coro: Any) -> str:
@@ -209,9 +204,9 @@ class FetchWatch:
             # nothing in aiokafka 0.14 looks at it again (``Fetcher.error_future`` has no reader).
             # Started afresh it does what it does at start: drops the fetched records and the
             # pending tasks, takes the assignment, fetches from the positions.
-            ended = "cancelled" if routine.cancelled() else repr(routine.exception())
+            ended = _task_state(routine)
             fetcher._fetch_task = asyncio.ensure_future(fetcher._fetch_requests_routine())
-            said.append(f"restarted: aiokafka's fetch routine, which had ended ({ended})")
+            said.append(f"restarted: aiokafka's fetch routine, which had {ended}")
         coordinator = getattr(consumer, "_coordinator", None)
         refresh = getattr(coordinator, "_commit_refresh_task", None)
         sub = getattr(getattr(consumer, "_subscription", None), "subscription", None)
@@ -229,9 +224,9 @@ class FetchWatch:
             # ``KafkaError``) or when its assignment ends.  Its assignment is the current one and
             # still active here, so it is the former: started again, as the coordinator does for
             # each assignment (its own method).
-            ended = "cancelled" if refresh.cancelled() else repr(refresh.exception())
+            ended = _task_state(refresh)
             coordinator.start_commit_offsets_refresh_task(assignment)
-            said.append(f"restarted: aiokafka's committed-offset refresh, which had ended ({ended})")
+            said.append(f"restarted: aiokafka's committed-offset refresh, which had {ended}")
         for task in list(pending):
             if task.done():
                 continue

@@ -61,6 +61,23 @@ def write_stream(
     return stream, paths
 
 
+def halves_after_a_tick(tmp: Path, events: Sequence[Mapping[str, Any]]) -> tuple[Path, Path]:
+    """A generated stream (5 s steps) written as two files, split right after the tick at T0 + 150 s.
+
+    Its events are in the first half, which so ends with a complete tick window: the idle flush
+    that may run in the quiet spell between the halves decides exactly what replay decides.  Split
+    one step earlier, the quiet spell falls inside tick T0 + 150's window and, when it outlasts
+    --idle-flush, that tick is decided before the rest of its window arrives (docs/worker.md,
+    "Idle flush"): 2 of 15 runs of bench/chaos.py did that (ticks 550 and 565 differed).
+    """
+    half = T0 + 31 * 5.0
+    (tmp / "first").mkdir()
+    (tmp / "second").mkdir()
+    first, _ = write_stream(tmp / "first", [e for e in events if e["ts"] < half], [])
+    second, _ = write_stream(tmp / "second", [e for e in events if e["ts"] >= half], [])
+    return first, second
+
+
 def _policy_args(policies: Sequence[Path]) -> list[str]:
     return [a for p in policies for a in ("--policy", str(p))]
 
@@ -619,17 +636,7 @@ def test_one_worker_of_two_killed_while_input_arrives_the_other_takes_over_losin
     events, policy_docs = generated_stream(names, 60)
     stream, policies = write_stream(tmp_path, events, policy_docs)
     expected = audit_of(replay(tmp_path, stream, policies))
-    # The second half starts right after a tick (T0 + 150 s is one; its events are in the first
-    # half): the first half ends with a complete tick window, so the idle flush that may run in the
-    # quiet spell between the halves decides exactly what replay decides.  Split one step earlier,
-    # the quiet spell falls inside tick T0 + 150's window and, when it outlasts --idle-flush, that
-    # tick is decided before the rest of its window arrives (docs/worker.md, "Idle flush"): 2 of
-    # 15 runs of bench/chaos.py did that (ticks 550 and 565 differed).
-    half = T0 + 31 * 5.0
-    (tmp_path / "first").mkdir()
-    (tmp_path / "second").mkdir()
-    first, _ = write_stream(tmp_path / "first", [e for e in events if e["ts"] < half], [])
-    second, _ = write_stream(tmp_path / "second", [e for e in events if e["ts"] >= half], [])
+    first, second = halves_after_a_tick(tmp_path, events)
 
     prefix = _prefix()
     env = env_for(

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.kafka import wait_for
-from tests.generated import T0
 from tests.integration.test_metrics_worker import free_port, get, scrape
 from tests.integration.test_worker_kafka import (
     Worker,
@@ -23,6 +22,7 @@ from tests.integration.test_worker_kafka import (
     by_workload,
     env_for,
     generated_stream,
+    halves_after_a_tick,
     publish,
     read_events,
     read_topic,
@@ -100,13 +100,7 @@ def test_a_fetch_that_never_returns_is_ended_and_the_worker_catches_up(kafka_bro
     events, policy_docs = generated_stream(tuple(f"w{i:02d}" for i in range(8)), 60)
     stream, policies = write_stream(tmp_path, events, policy_docs)
     expected = audit_of(replay(tmp_path, stream, policies))
-    # Split right after a tick, so that an idle flush in the pause between the halves decides what
-    # replay decides (test_worker_kafka, the takeover test, says why).
-    half = T0 + 31 * 5.0
-    (tmp_path / "first").mkdir()
-    (tmp_path / "second").mkdir()
-    first, _ = write_stream(tmp_path / "first", [e for e in events if e["ts"] < half], [])
-    second, _ = write_stream(tmp_path / "second", [e for e in events if e["ts"] >= half], [])
+    first, second = halves_after_a_tick(tmp_path, events)
     trigger = tmp_path / "hang"
     prefix = _prefix()
     env = env_for(kafka_broker, prefix, TANDEM_STALL_TIMEOUT="3", TANDEM_FAULT_HANG_FETCH=str(trigger))
