@@ -333,11 +333,16 @@ class Collector:
         previous = self.policy_targets.get(ident)
         out: list[dict[str, Any]] = []
         source = f"policy/{res.group}/{name}"
+        # A deletion names the policy it removes: several may target one workload (the worker
+        # keeps each by its identity and lets none act while there are more than one).
+        deleted = {"apiVersion": obj.get("apiVersion") or res.api_version, "kind": obj.get("kind") or res.kind}
+        deleted.update(namespace=ns, name=name)
         if kind == "DELETED":
             self.refused.pop(ident, None)
             if previous is not None:
                 del self.policy_targets[ident]
-                self._emit(out, source, {"type": "policy", "workload": previous.as_dict(), "policy": None}, now)
+                gone = {"type": "policy", "workload": previous.as_dict(), "policy": None, "deleted": deleted}
+                self._emit(out, source, gone, now)
             return out
         manifest = clean_manifest(obj, res)
         ref = None
@@ -362,7 +367,8 @@ class Collector:
                 self.cluster,
             )
         if previous is not None and previous != ref:
-            self._emit(out, source, {"type": "policy", "workload": previous.as_dict(), "policy": None}, now)
+            gone = {"type": "policy", "workload": previous.as_dict(), "policy": None, "deleted": deleted}
+            self._emit(out, source, gone, now)
         self.policy_targets[ident] = ref
         self._emit(out, source, {"type": "policy", "workload": ref.as_dict(), "policy": manifest}, now)
         return out

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .events import Event, WorkloadRef, decode_event
+from .events import Event, PolicyEvent, WorkloadRef, decode_event
 from .policies import parse_policy, policy_target
 from .reconcile import Emitted, flush, ingest
 from .settings import Settings
@@ -29,14 +29,17 @@ def policy_event(manifest: Mapping[str, Any], cluster: str, ts: float = 0.0) -> 
 @dataclass
 class Engine:
     settings: Settings = field(default_factory=Settings)
-    #: Policies from ``--policy`` files, by workload key: in force before the first event.
-    default_policies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Policies from ``--policy`` files, by workload key and policy identity: in force before the
+    #: first event (two for one workload: neither acts, as two policy events would).
+    default_policies: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     states: dict[str, WorkloadState] = field(default_factory=dict)
 
     def add_policy(self, manifest: Mapping[str, Any]) -> WorkloadRef:
         ev = policy_event(manifest, self.settings.cluster)
         ref = WorkloadRef(**ev["workload"])
-        self.default_policies[ref.key] = ev
+        event = decode_event(ev)
+        assert isinstance(event, PolicyEvent) and event.identity is not None
+        self.default_policies.setdefault(ref.key, {})[event.identity] = ev
         return ref
 
     def state_for(self, key: str) -> WorkloadState:
@@ -45,7 +48,7 @@ class Engine:
             st = self.states[key] = WorkloadState(key)
             default = self.default_policies.get(key)
             if default is not None:
-                st.raw["policy"] = default
+                st.raw["policy"] = dict(default)
         return st
 
     def process(self, raw: Mapping[str, Any], event: Event | None = None) -> list[Emitted]:

@@ -39,6 +39,7 @@ __all__ = [
     "WorkloadRef",
     "decode_event",
     "decode_workload_ref",
+    "policy_identity",
 ]
 
 #: Event time beyond this (year 5138) is a unit mistake (milliseconds), not a timestamp.
@@ -232,14 +233,40 @@ class VpaEvent(NamedTuple):
     type: Literal["vpa"] = "vpa"
 
 
+def policy_identity(api_version: object, kind: object, namespace: object, name: object) -> str:
+    """Which policy object a manifest or a deletion is: ``<group>/<kind>/<namespace>/<name>``.
+
+    Several policies may target one workload (an Hvpa and a Tortoise, say); the state keeps each
+    by this identity, so that none silently replaces another (docs/contract.md §5).  The API group
+    is part of it: Hvpa exists in two groups, and two objects of one name in them are two policies.
+    """
+    group = str(api_version or "").rpartition("/")[0] if "/" in str(api_version or "") else str(api_version or "")
+    return f"{group}/{kind or ''}/{namespace or 'default'}/{name or ''}"
+
+
 @dataclass(frozen=True, slots=True)
 class PolicyEvent:
-    """A policy manifest for a workload; ``manifest`` ``None`` deletes the policy."""
+    """A policy manifest for a workload; ``manifest`` ``None`` deletes a policy: the one named by
+    ``deleted`` (``apiVersion``, ``kind``, ``namespace``, ``name``), or, without it, every policy
+    of the workload (a Kafka tombstone, a recording made before policies had identities)."""
 
     ts: float
     workload: WorkloadRef
     manifest: Mapping[str, Any] | None
+    deleted: Mapping[str, Any] | None = None
     type: Literal["policy"] = "policy"
+
+    @property
+    def identity(self) -> str | None:
+        """The policy this event is about (:func:`policy_identity`), or ``None`` for a deletion of
+        every policy of the workload."""
+        source = self.manifest if self.manifest is not None else self.deleted
+        if source is None:
+            return None
+        meta = source.get("metadata") if self.manifest is not None else source
+        if not isinstance(meta, Mapping):
+            meta = {}
+        return policy_identity(source.get("apiVersion"), source.get("kind"), meta.get("namespace"), meta.get("name"))
 
 
 Event = MetricEvent | WorkloadEvent | HpaEvent | VpaEvent | PolicyEvent
@@ -253,6 +280,7 @@ _REF_FIELDS = frozenset({"cluster", "namespace", "kind", "name"})
 _CONTAINER_SAMPLE = frozenset({"pod", "container", "cpu", "memory", "ready", "oom"})
 _USAGE_SAMPLE = frozenset({"pod", "container", "cpu", "memory"})
 _SERIES_SAMPLE = frozenset({"series", "value", "pod"})
+_DELETED_FIELDS = frozenset({"apiVersion", "kind", "namespace", "name"})
 _EVENT_FIELDS: dict[str, frozenset[str]] = {
     "metric": _COMMON | {"samples"} | _CONTAINER_SAMPLE | _SERIES_SAMPLE,
     "workload": _COMMON | {"replicas", "containers", "ready_replicas", "pods"},
@@ -270,7 +298,7 @@ _EVENT_FIELDS: dict[str, frozenset[str]] = {
         "source",
     },
     "vpa": _COMMON | {"containers", "conditions", "source"},
-    "policy": _COMMON | {"policy"},
+    "policy": _COMMON | {"policy", "deleted"},
 }
 _BATCH = _COMMON | {"samples"}
 _SINGLE_SERIES = _COMMON | _SERIES_SAMPLE
@@ -811,7 +839,19 @@ def _decode_policy(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> Polic
     manifest = obj["policy"]
     if manifest is not None and (type(manifest) is not dict and not isinstance(manifest, Mapping)):
         raise InvalidEvent("policy", f"expected a manifest object or null, got {_show(manifest)}")
-    return PolicyEvent(ts, ref, manifest)
+    deleted = obj.get("deleted")
+    if deleted is None:
+        return PolicyEvent(ts, ref, manifest)
+    if manifest is not None:
+        raise InvalidEvent("deleted", 'names the policy a deletion removes: only with "policy": null')
+    if type(deleted) is not dict and not isinstance(deleted, Mapping):
+        raise InvalidEvent("deleted", f"expected an object (apiVersion, kind, namespace, name), got {_show(deleted)}")
+    _only(deleted, _DELETED_FIELDS, "deleted")
+    for name in ("apiVersion", "kind", "namespace", "name"):
+        value = deleted.get(name)
+        if (value is not None or name != "namespace") and (not isinstance(value, str) or not value):
+            raise InvalidEvent(f"deleted.{name}", f"expected a non-empty string, got {_show(value)}")
+    return PolicyEvent(ts, ref, None, deleted)
 
 
 _DECODERS: dict[str, Callable[[Mapping[str, Any], float, WorkloadRef], Event]] = {

@@ -31,7 +31,7 @@ from .quantity import format_quantity
 from .settings import Settings
 from .state import WorkloadState
 
-__all__ = ["Emitted", "flush", "ingest", "tick_of"]
+__all__ = ["AMBIGUOUS_MODE", "AMBIGUOUS_POLICY", "Emitted", "ambiguity_reason", "flush", "ingest", "tick_of"]
 
 #: What the loop hands the driver: (topic kind, event).  Kinds: "audit" (decision/blocked
 #: CloudEvents; decisions that are not dry runs also go to the actuator), "hpa", "vpa"
@@ -97,13 +97,14 @@ def _apply(
         return
     if isinstance(event, PolicyEvent):
         if event.manifest is None or policy_obj is None:
-            state.forget_policy()
-            state.memory.clear()
-            return
-        previous = state.raw.get("policy")
-        state.remember_policy(raw, event, policy_obj)
-        if previous is not None and _kind(previous.get("policy")) != _kind(event.manifest):
-            state.memory.clear()  # a different kind starts from a clean slate
+            state.forget_policy(event.identity)
+        else:
+            state.remember_policy(raw, event, policy_obj)
+        # The memory of a kind no policy of the workload has any more is dropped: a policy of a
+        # different kind starts from a clean slate.
+        kinds = {_kind(ev.get("policy")) for ev in (state.raw.get("policy") or {}).values()}
+        for gone in [k for k in state.memory if k not in kinds]:
+            del state.memory[gone]
         return
     if event.type in ("hpa", "vpa") and event.source == "tandem":
         return  # tandem's own recommendations are recomputed, never read back (section 6)
@@ -115,7 +116,8 @@ def _kind(manifest: Any) -> Any:
 
 
 def policy_of(state: WorkloadState) -> Policy | None:
-    """The workload's policy, parsed again from the stored manifest after a restore."""
+    """The workload's policy, parsed again from the stored manifest after a restore; ``None``
+    without a policy, or with several (then none acts: :func:`_ambiguous`)."""
     if state.policy is None:
         ev = state.policy_event
         if ev is not None and ev.manifest is not None:
@@ -127,6 +129,9 @@ def _reconcile(state: WorkloadState, tick: float, settings: Settings) -> list[Em
     state.last_tick = tick
     policy = state.policy
     if policy is None:
+        policies = state.raw.get("policy")
+        if policies is not None and len(policies) > 1:
+            return _ambiguous(state, tick, policies)
         policy = policy_of(state)  # parsed again after a restore
     spec: WorkloadEvent | None = state.spec
     if policy is None or spec is None:
@@ -192,6 +197,74 @@ def _reconcile(state: WorkloadState, tick: float, settings: Settings) -> list[Em
         if "hpa" in event["data"]:
             state.assume_hpa(tick, event["data"]["hpa"])
     return [*emitted, ("audit", event)]
+
+
+#: The ``mode`` of a policy that does not act because another policy targets its workload too.
+AMBIGUOUS_MODE = "Ambiguous"
+#: The blocked reason of such a policy (docs/contract.md §4).
+AMBIGUOUS_POLICY = "AmbiguousPolicy"
+
+
+def _ambiguous(state: WorkloadState, tick: float, policies: Mapping[str, Any]) -> list[Emitted]:
+    """More than one policy targets the workload: none acts, and each is reported blocked.
+
+    Kubernetes' HPA controller does the same when several HPAs select the same pods: it refuses to
+    scale and sets ``ScalingActive=False`` with reason ``AmbiguousSelector`` on each
+    (kubernetes/kubernetes ``pkg/controller/podautoscaler/horizontal.go``, "pods by selector %s
+    are controlled by multiple HPAs"; https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/).
+    Letting the latest policy win instead would switch a workload between policies by the order
+    their events happen to arrive in, without a word.  One blocked report per policy (its own
+    ``policy`` block, so that the applier sets each one's status), when the set of policies
+    starts or changes; once one is left, it acts again from the next tick.
+    """
+    spec = state.spec
+    if spec is None:
+        return []
+    ids = sorted(policies)
+    fingerprint = event_id(BLOCKED, {"ambiguous": ids})
+    if fingerprint == state.last_blocked:
+        return []
+    state.last_blocked = fingerprint
+    ref = spec.workload
+    named = [_named(policies[i]) for i in ids]
+    reason = ambiguity_reason(named, ref)
+    out: list[Emitted] = []
+    for entry in named:
+        data: dict[str, Any] = {
+            "workload": ref.as_dict(),
+            "tick": tick,
+            "policy": _policy_block(entry["kind"], entry["name"], AMBIGUOUS_MODE),
+            "dry_run": False,
+            "blocked": [{"target": "policy", "reason": AMBIGUOUS_POLICY}],
+            "reasons": [reason],
+            "inputs": {},
+            "ambiguous": named,
+        }
+        out.append(("audit", cloudevent(BLOCKED, ref.cluster, ref.key, tick, data)))
+    return out
+
+
+def _named(raw: Mapping[str, Any]) -> dict[str, str]:
+    """A stored policy event's object: ``apiVersion``, ``kind``, ``namespace``, ``name``."""
+    manifest = raw.get("policy") or {}
+    meta = manifest.get("metadata") or {}
+    return {
+        "apiVersion": str(manifest.get("apiVersion") or ""),
+        "kind": str(manifest.get("kind") or ""),
+        "namespace": str(meta.get("namespace") or "default"),
+        "name": str(meta.get("name") or ""),
+    }
+
+
+def ambiguity_reason(named: list[dict[str, str]], ref: WorkloadRef) -> str:
+    """``2 policies target Deployment shop/web: Hvpa web (autoscaling.k8s.io/v1alpha1) and
+    Tortoise web (autoscaling.mercari.com/v1beta3); none acts while more than one does``."""
+    who = [f"{n['kind']} {n['name']} ({n['apiVersion']})" for n in named]
+    listed = ", ".join(who[:-1]) + " and " + who[-1]
+    return (
+        f"{len(named)} policies target {ref.kind} {ref.namespace}/{ref.name}: {listed}; "
+        "none acts while more than one does"
+    )
 
 
 #: A blocked change's (target, reason): what its report's fingerprint says of it.

@@ -45,7 +45,11 @@ _E = TypeVar("_E", bound=Event)
 @dataclass(slots=True)
 class WorkloadState:
     key: str
-    raw: dict[str, Any] = field(default_factory=dict)  # type -> latest raw event (JSON value)
+    #: Input type -> its latest raw event (JSON value); for ``policy``, the policies targeting the
+    #: workload: identity (``scaling.events.policy_identity``) -> its latest raw policy event.  A
+    #: changed entry is a new dict, never one changed in place (the worker's slot writer keeps the
+    #: JSON of each entry for as long as it is the same object).
+    raw: dict[str, Any] = field(default_factory=dict)
     series: dict[tuple[str, str | None], tuple[float, float]] = field(default_factory=dict)
     oom: dict[str, float] = field(default_factory=dict)
     pending_tick: float | None = None
@@ -65,9 +69,8 @@ class WorkloadState:
     _workload: WorkloadEvent | None = field(default=None, repr=False, compare=False)
     _hpa: HpaEvent | None = field(default=None, repr=False, compare=False)
     _vpa: VpaEvent | None = field(default=None, repr=False, compare=False)
-    _policy_event: PolicyEvent | None = field(default=None, repr=False, compare=False)
-    #: The parsed policy of ``raw["policy"]``; set by the reconcile loop, which parses it (again
-    #: after a restore).
+    #: The parsed policy of the one policy in ``raw["policy"]`` (``None`` with none, or with
+    #: several: then none acts); set by the reconcile loop, which parses it (again after a restore).
     policy: Policy | None = field(default=None, repr=False, compare=False)
     #: The own recommenders' live state (VPA histograms per container, the HPA's history): kept as
     #: objects while the worker runs, serialised into ``recommender`` by :meth:`to_dict`.
@@ -126,13 +129,22 @@ class WorkloadState:
         return self._vpa
 
     @property
-    def policy_event(self) -> PolicyEvent | None:
-        """The latest ``policy`` event with a manifest (a deletion forgets the policy)."""
-        if self._policy_event is None and "policy" in self.raw:
-            self._policy_event = self._decoded("policy", PolicyEvent)
-        return self._policy_event
+    def policy_ids(self) -> list[str]:
+        """The identities of the policies targeting the workload, sorted."""
+        return sorted(self.raw.get("policy") or ())
 
-    def remember(self, raw: Mapping[str, Any], event: WorkloadEvent | HpaEvent | VpaEvent | PolicyEvent) -> None:
+    @property
+    def policy_event(self) -> PolicyEvent | None:
+        """The ``policy`` event of the workload's one policy (``None`` with none or several)."""
+        policies = self.raw.get("policy")
+        if not policies or len(policies) != 1:
+            return None
+        event = decode_event(next(iter(policies.values())))
+        if not isinstance(event, PolicyEvent):
+            raise TypeError(f"state {self.key}: raw['policy'] holds a {type(event).__name__}")
+        return event
+
+    def remember(self, raw: Mapping[str, Any], event: WorkloadEvent | HpaEvent | VpaEvent) -> None:
         self.raw[event.type] = dict(raw)
         if isinstance(event, WorkloadEvent):
             self._workload = event
@@ -147,20 +159,28 @@ class WorkloadState:
                 # The HPA as the cluster reports it after the decision; a new dict, since the spec
                 # view's memo compares the overlay by value.
                 self.overlay = {k: v for k, v in self.overlay.items() if k != "hpa"}
-        elif isinstance(event, VpaEvent):
-            self._vpa = event
         else:
-            self._policy_event = event
+            self._vpa = event
 
     def remember_policy(self, raw: Mapping[str, Any], event: PolicyEvent, policy: Policy) -> None:
-        """Keep a policy event and the policy parsed from it."""
-        self.remember(raw, event)
-        self.policy = policy
+        """Keep a policy event (replacing the earlier one of the same policy) and the policy parsed
+        from it; with another policy already there, neither is in force (:attr:`policy` is None)."""
+        identity = event.identity
+        assert identity is not None  # an event with a manifest has one
+        policies = dict(self.raw.get("policy") or {})
+        policies[identity] = dict(raw)
+        self.raw["policy"] = policies
+        self.policy = policy if len(policies) == 1 else None
 
-    def forget_policy(self) -> None:
-        """The policy was deleted: the workload has none until the next policy event."""
-        self.raw.pop("policy", None)
-        self._policy_event = None
+    def forget_policy(self, identity: str | None = None) -> None:
+        """A policy was deleted (``identity``; ``None``: every policy of the workload).  The one
+        left, if only one is, is in force again (parsed at the next tick)."""
+        policies = self.raw.get("policy") or {}
+        rest = {k: v for k, v in policies.items() if k != identity} if identity is not None else {}
+        if rest:
+            self.raw["policy"] = rest
+        else:
+            self.raw.pop("policy", None)
         self.policy = None
 
     def note_series(self, ts: float, sample: SeriesSample) -> None:
@@ -301,9 +321,15 @@ class WorkloadState:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> WorkloadState:
+        raw = dict(d.get("raw") or {})
+        policy = raw.get("policy")
+        if isinstance(policy, Mapping) and policy.get("type") == "policy":
+            # A state saved when a workload had one policy event, not one per policy: the same
+            # policy under its identity (a deletion was never kept).
+            raw["policy"] = {_identity_of_raw(policy): policy}
         return cls(
             key=d["key"],
-            raw=dict(d.get("raw") or {}),
+            raw=raw,
             series={(s[0], s[1]): (s[2], s[3]) for s in d.get("series") or []},
             oom=dict(d.get("oom") or {}),
             pending_tick=d.get("pending_tick"),
@@ -314,6 +340,14 @@ class WorkloadState:
             last_blocked=d.get("last_blocked"),
             recommender=dict(d.get("recommender") or {}),
         )
+
+
+def _identity_of_raw(raw: Mapping[str, Any]) -> str:
+    event = decode_event(raw)
+    identity = event.identity if isinstance(event, PolicyEvent) else None
+    if identity is None:
+        raise TypeError(f"raw policy event without a manifest: {raw!r}")
+    return identity
 
 
 def _plain(value: Any) -> Any:

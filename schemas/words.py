@@ -41,6 +41,7 @@ REASON_WORDS = {
     "Bounds": "it would leave the policy's bounds",
     "DryRun": "the policy runs as a dry run",
     "GatheringData": "the policy is still gathering data",
+    "AmbiguousPolicy": "more than one policy targets the workload, and none acts while more than one does",
 }
 
 

@@ -153,6 +153,7 @@ def test_blocked_reasons_in_the_decision_schema_are_the_contracts_names() -> Non
         "Bounds",
         "DryRun",
         "GatheringData",
+        "AmbiguousPolicy",
     ]
 
 
