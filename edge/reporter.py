@@ -9,7 +9,8 @@ and, from the audit topic, the blocked reports and dry-run decisions it never ap
   resourceVersion read, only when it differs from what the object has: at most one write per
   object per batch, none when nothing changed (the resourceVersion stays);
 * records one Event per observation on the scale target (and one on a policy whose spec is
-  invalid), deduplicated as client-go's EventCorrelator does for the HPA's ``SuccessfulRescale``:
+  invalid, and a Warning ``AmbiguousPolicy`` on each policy while another targets its workload
+  too, naming the others), deduplicated as client-go's EventCorrelator does for the HPA's ``SuccessfulRescale``:
   the same type, reason and message on the same object increment ``count`` and move
   ``lastTimestamp`` of one Event instead of adding another.
 
@@ -27,9 +28,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from edge.kube import WORKLOAD_RESOURCES, KubeError, Resource, policy_resources, request
-from edge.status import Observation, event_for, event_name, fold_status, merge_patch, rfc3339
+from edge.status import Observation, ambiguity_message, event_for, event_name, fold_status, merge_patch, rfc3339
 from ops.errors import describe
 from scaling.cloudevents import BLOCKED, DECISION
+from scaling.reconcile import AMBIGUOUS_POLICY
 
 __all__ = ["EVENTS", "REPORTING_COMPONENT", "Reporter", "record_event"]
 
@@ -108,6 +110,23 @@ class Reporter:
         ns = str(wl.get("namespace") or "")
         if pol.get("kind") and pol.get("name") and ns:
             self.pending.setdefault((ns, str(pol["kind"]), str(pol["name"])), []).append(obs)
+        ambiguous = obs.ambiguous
+        if ambiguous:
+            # On the policy object itself, as the HPA controller records AmbiguousSelector on each
+            # HPA: a Warning naming the other policies of the workload.
+            me = next(
+                (p for p in ambiguous if (p.get("kind"), p.get("name")) == (pol.get("kind"), pol.get("name"))), None
+            )
+            if me is not None and ns:
+                involved = {
+                    "apiVersion": me.get("apiVersion"),
+                    "kind": me.get("kind"),
+                    "namespace": ns,
+                    "name": me.get("name"),
+                }
+                obj = {"apiVersion": me.get("apiVersion"), "kind": me.get("kind"), "metadata": {"name": me.get("name")}}
+                self.events.append(("Warning", AMBIGUOUS_POLICY, ambiguity_message(obj, ambiguous), involved))
+            return
         said = event_for(obs)
         res = WORKLOAD_RESOURCES.get(str(wl.get("kind") or ""))
         if said is not None and res is not None and ns and wl.get("name"):
@@ -210,6 +229,15 @@ class Reporter:
             if uid is None:
                 return  # the workload is gone: nobody would read the Event
             involved = {**involved, "uid": uid}
+        elif "uid" not in involved:
+            # A policy object: its uid too (``kubectl describe`` selects the Events by it).
+            found = self._find(str(involved.get("namespace")), str(involved.get("kind")), str(involved.get("name")))
+            if found is None:
+                return  # the policy is gone: nobody would read the Event
+            meta = found[1].get("metadata") or {}
+            involved = {**involved, "apiVersion": found[1].get("apiVersion") or found[0].api_version}
+            if meta.get("uid"):
+                involved["uid"] = meta["uid"]
         record_event(
             self.api,
             type_,

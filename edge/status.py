@@ -45,11 +45,14 @@ from typing import Any
 from scaling.cloudevents import APPLIED, APPLY_FAILED
 from scaling.policies import custom_hpa, hvpa, hvpa_v2, tortoise
 from scaling.policies.registry import PolicyKind, kinds
-from schemas.words import held_back, outcome_sentences, policy_phrase
+from scaling.reconcile import AMBIGUOUS_POLICY
+from schemas.words import held_back, outcome_sentences, policy_phrase, sentence
 
 __all__ = [
+    "SCALING_ACTIVE",
     "STATUS_SHAPES",
     "Observation",
+    "ambiguity_message",
     "event_for",
     "event_name",
     "fold_status",
@@ -95,6 +98,16 @@ class Observation:
         """The error of a decision the applier could not apply."""
         r = self.result or {}
         return str((r.get("data") or {}).get("error") or "") if r.get("type") == APPLY_FAILED else None
+
+    @property
+    def ambiguous(self) -> list[Mapping[str, Any]]:
+        """The policies that all target the workload, when this is a report that none acts
+        because of it (reason ``AmbiguousPolicy``); else empty."""
+        if self.type != "blocked" or not any(
+            isinstance(b, Mapping) and b.get("reason") == AMBIGUOUS_POLICY for b in self.data.get("blocked") or ()
+        ):
+            return []
+        return [p for p in self.data.get("ambiguous") or () if isinstance(p, Mapping)]
 
     @property
     def inputs(self) -> Mapping[str, Any]:
@@ -448,17 +461,75 @@ STATUS_SHAPES: dict[PolicyKind, Callable[[Mapping[str, Any], dict[str, Any], Obs
 }
 
 
+#: Where each kind keeps its conditions: Tortoise in ``conditions.tortoiseConditions``, the others
+#: (the HPA's shape; Hvpa has none upstream) in ``conditions``.
+_CONDITION_PATHS: dict[PolicyKind, tuple[str, ...]] = {tortoise.KIND: ("conditions", "tortoiseConditions")}
+#: The condition that says whether the policy acts: the HPA's own (``ScalingActive``, which the HPA
+#: controller sets False with reason ``AmbiguousSelector`` when several HPAs select the same pods).
+SCALING_ACTIVE = "ScalingActive"
+
+
+def _conditions(status: dict[str, Any], path: tuple[str, ...], create: bool) -> list[dict[str, Any]] | None:
+    doc: Any = status
+    for part in path[:-1]:
+        if not isinstance(doc.get(part), dict):
+            if not create:
+                return None
+            doc[part] = {}
+        doc = doc[part]
+    if not isinstance(doc.get(path[-1]), list):
+        if not create:
+            return None
+        doc[path[-1]] = []
+    conditions: list[dict[str, Any]] = doc[path[-1]]
+    return conditions
+
+
+def ambiguity_message(obj: Mapping[str, Any], ambiguous: list[Mapping[str, Any]]) -> str:
+    """What the condition and the Warning on policy ``obj`` say: the other policies, by name."""
+    me = (_group(obj.get("apiVersion")), obj.get("kind"), (obj.get("metadata") or {}).get("name"))
+    others = [p for p in ambiguous if (_group(p.get("apiVersion")), p.get("kind"), p.get("name")) != me]
+    named = [f"{p.get('kind')} {p.get('namespace')}/{p.get('name')} ({p.get('apiVersion')})" for p in others]
+    verb = "targets" if len(named) == 1 else "target"
+    return f"{sentence(named)} {verb} the same workload: no policy acts while more than one does (delete all but one)"
+
+
+def _group(api_version: object) -> str:
+    return str(api_version or "").partition("/")[0]
+
+
+def _scaling_active(obj: Mapping[str, Any], status: dict[str, Any], obs: Observation, path: tuple[str, ...]) -> None:
+    """``ScalingActive`` False (``AmbiguousPolicy``) while other policies target the workload too;
+    True again at the policy's first other report after that."""
+    ambiguous = obs.ambiguous
+    if ambiguous:
+        conditions = _conditions(status, path, create=True)
+        assert conditions is not None
+        _set_condition(
+            conditions, SCALING_ACTIVE, "False", AMBIGUOUS_POLICY, ambiguity_message(obj, ambiguous), obs.time
+        )
+        return
+    conditions = _conditions(status, path, create=False)
+    held = next((c for c in conditions or () if c.get("type") == SCALING_ACTIVE), None)
+    if conditions is not None and held is not None and held.get("reason") == AMBIGUOUS_POLICY:
+        _set_condition(
+            conditions, SCALING_ACTIVE, "True", "SinglePolicy", "the only policy of its workload: it acts", obs.time
+        )
+
+
 def fold_status(obj: Mapping[str, Any], observations: list[Observation]) -> dict[str, Any] | None:
     """The status of policy object ``obj`` once ``observations`` (oldest first) are taken in;
     ``None`` when its kind has no status shape."""
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
     desc = next((k for k in kinds() if k.kind == kind and k.accepts(api_version)), None)
     shape = STATUS_SHAPES.get(desc) if desc is not None else None
-    if shape is None:
+    if shape is None or desc is None:
         return None
+    path = _CONDITION_PATHS.get(desc, ("conditions",))
     status = copy.deepcopy(dict(obj.get("status") or {}))
     for obs in sorted(observations, key=lambda o: o.tick):
         shape(obj, status, obs)
+        _scaling_active(obj, status, obs, path)
     return status
 
 

@@ -76,8 +76,10 @@ def summary(out: list[dict[str, Any]]) -> list[tuple[str, float, str, str]]:
     rows = []
     for e in out:
         d = e["data"]
-        what = f"{d['replicas']['from']}->{d['replicas']['to']}" if "replicas" in d else ",".join(
-            b["reason"] for b in d["blocked"]
+        what = (
+            f"{d['replicas']['from']}->{d['replicas']['to']}"
+            if "replicas" in d
+            else ",".join(b["reason"] for b in d["blocked"])
         )
         rows.append(("decision" if e["type"] == DECISION else "blocked", d["tick"] - T0, d["policy"]["name"], what))
     return rows
@@ -174,10 +176,15 @@ def test_the_ambiguity_survives_a_save_and_restore_and_an_old_state_is_read_as_i
     run([policy(T0 + 1, custom_hpa("web")), policy(T0 + 1, custom_hpa("web-2")), workload(T0 + 1, 10)], engine)
     state = engine.states[KEY]
     restored = WorkloadState.from_dict(state.to_dict())
-    assert restored.policy_ids == state.policy_ids == [
-        policy_identity("autoscaling.tandem.dev/v1alpha1", "CustomHpa", "shop", name) for name in ("web", "web-2")
+    assert (
+        restored.policy_ids
+        == state.policy_ids
+        == [policy_identity("autoscaling.tandem.dev/v1alpha1", "CustomHpa", "shop", name) for name in ("web", "web-2")]
+    )
+    assert restored.policy_ids == [
+        "autoscaling.tandem.dev/CustomHpa/shop/web",
+        "autoscaling.tandem.dev/CustomHpa/shop/web-2",
     ]
-    assert restored.policy_ids == ["autoscaling.tandem.dev/CustomHpa/shop/web", "autoscaling.tandem.dev/CustomHpa/shop/web-2"]
     # A state written before policies were kept by identity: raw["policy"] was the one event.
     old = {"key": KEY, "raw": {"policy": policy(T0 + 1, custom_hpa("web"))}}
     assert WorkloadState.from_dict(old).policy_ids == ["autoscaling.tandem.dev/CustomHpa/shop/web"]
@@ -202,3 +209,74 @@ def test_a_deletion_naming_a_policy_only_goes_with_a_null_manifest() -> None:
     with pytest.raises(InvalidEvent) as info:
         decode_event({**policy(T0, custom_hpa("web")), "deleted": HPA_WEB})
     assert info.value.field == "deleted"
+
+
+# --- what the applier shows of it (edge/status.py; the writes: tests/integration/test_policy_status_kube.py)
+
+
+def test_each_policy_s_status_says_scaling_is_not_active_naming_the_other_and_recovers() -> None:
+    from edge.status import Observation, fold_status
+
+    out = run(
+        [
+            policy(T0 + 1, custom_hpa("web")),
+            policy(T0 + 1, tortoise_off("web")),
+            workload(T0 + 1, 10),
+            sample(T0 + 2, 150.0),
+            policy(
+                T0 + 20,
+                None,
+                deleted={
+                    "apiVersion": "autoscaling.mercari.com/v1beta3",
+                    "kind": "Tortoise",
+                    **{"namespace": "shop", "name": "web"},
+                },
+            ),
+            sample(T0 + 21, 150.0),
+        ]
+    )
+    assert summary(out) == [
+        ("blocked", 15.0, "web", "AmbiguousPolicy"),
+        ("blocked", 15.0, "web", "AmbiguousPolicy"),
+        ("decision", 30.0, "web", "10->12"),
+    ]
+    tortoise_report, hpa_report, decision = out
+    tortoise_obj = {**tortoise_off("web"), "status": {}}
+    status = fold_status(tortoise_obj, [Observation("blocked", tortoise_report["data"])])
+    assert status is not None
+    (condition,) = [c for c in status["conditions"]["tortoiseConditions"] if c["type"] == "ScalingActive"]
+    assert condition == {
+        "type": "ScalingActive",
+        "status": "False",
+        "reason": "AmbiguousPolicy",
+        "message": "CustomHpa shop/web (autoscaling.tandem.dev/v1alpha1) targets the same workload: "
+        "no policy acts while more than one does (delete all but one)",
+        "lastUpdateTime": "2025-11-04T10:00:15Z",
+        "lastTransitionTime": "2025-11-04T10:00:15Z",
+    }
+    hpa_obj = custom_hpa("web")
+    held = fold_status(hpa_obj, [Observation("blocked", hpa_report["data"])])
+    assert held is not None
+    assert [(c["type"], c["status"], c["reason"]) for c in held["conditions"]] == [
+        ("ScalingActive", "False", "AmbiguousPolicy")
+    ]
+    assert "Tortoise shop/web (autoscaling.mercari.com/v1beta3) targets" in held["conditions"][0]["message"]
+    # The Tortoise is deleted: the CustomHpa's next decision makes its scaling active again.
+    result = {"type": "dev.tandem.applied.v1", "data": {"patched": ["replicas"], "dry_run": False}}
+    after = fold_status({**hpa_obj, "status": held}, [Observation("decision", decision["data"], result)])
+    assert after is not None
+    assert [(c["type"], c["status"], c["reason"]) for c in after["conditions"]] == [
+        ("ScalingActive", "True", "ValidMetricFound"),  # the HPA shape's own reason for an active one
+        ("AbleToScale", "True", "SucceededRescale"),
+    ]
+    # A shape without its own reason says why it is active again.
+    hvpa_obj = {"apiVersion": "autoscaling.k8s.io/v1alpha1", "kind": "Hvpa", "metadata": {"name": "web"}, "spec": {}}
+    hvpa_held = fold_status(
+        hvpa_obj, [Observation("blocked", {**hpa_report["data"], "policy": {"kind": "Hvpa", "name": "web"}})]
+    )
+    assert hvpa_held is not None and hvpa_held["conditions"][0]["status"] == "False"
+    hvpa_after = fold_status({**hvpa_obj, "status": hvpa_held}, [Observation("decision", decision["data"], result)])
+    assert hvpa_after is not None
+    assert [(c["type"], c["status"], c["reason"], c["message"]) for c in hvpa_after["conditions"]] == [
+        ("ScalingActive", "True", "SinglePolicy", "the only policy of its workload: it acts")
+    ]
