@@ -418,9 +418,15 @@ def simulate(
     recordings: dict[str, list[dict[str, Any]]] | None = None,
     jobs: int = 1,
     progress: bool | None = None,
+    checked: Mapping[str, Sequence[dict[str, Any]]] | None = None,
 ) -> list[Outcome]:
     """Run every policy file over every workload it names; ``recordings`` (if given) receives, per
     policy file name, the simulated stream (inputs in closed loop) for the report.
+
+    ``checked``: per policy file, its manifests that can run, as
+    :func:`streams.inputs.load_command_inputs` sorted them (the command said why it refused the
+    others, so they are left out here, not refused again); without it every manifest of every file
+    must parse.
 
     With ``jobs`` > 1 the (policy, workload) runs are spread over that many processes.  Each run
     is independent (its own engine, its own demand), and results are gathered in the order of the
@@ -428,7 +434,7 @@ def simulate(
     ``progress`` (default: ``err`` is a terminal) draws a bar of the runs done.
     """
     stats = ReplayStats()
-    manifests = _manifests(policy_files, settings)
+    manifests = _manifests(policy_files, settings, checked)
     wanted = None if manifests is None else frozenset(key for docs in manifests for key, _ in docs)
     # Only the demand is kept of the stream, line by line (the typed events would be a heap that
     # the collector walks again and again, here and in every process forked below), and only of
@@ -439,7 +445,8 @@ def simulate(
     runs: list[tuple[Demand, dict[str, Any], str]] = []
     for i, path in enumerate(policy_files):
         name = Path(path).stem
-        for manifest in load_manifests(path) if manifests is None else [m for _, m in manifests[i]]:
+        docs = checked.get(path, ()) if checked is not None else load_manifests(path)
+        for manifest in docs if manifests is None else [m for _, m in manifests[i]]:
             key = policy_event(manifest, settings.cluster)["workload"]
             ref = WorkloadRef(**key)
             demand = demands.get(ref.key)
@@ -502,14 +509,19 @@ def _run_all(
             _TASKS.clear()
 
 
-def _manifests(policy_files: Sequence[str], settings: Settings) -> list[list[tuple[str, dict[str, Any]]]] | None:
+def _manifests(
+    policy_files: Sequence[str], settings: Settings, checked: Mapping[str, Sequence[dict[str, Any]]] | None = None
+) -> list[list[tuple[str, dict[str, Any]]]] | None:
     """Per policy file, its manifests with the key of the workload each targets, read before the
     stream so that the demand of the other workloads is not kept; ``None`` if a file or manifest
     is refused: ``simulate`` then reads them after the stream as before, so the same messages
     come in the same order."""
     try:
         return [
-            [(WorkloadRef(**policy_event(m, settings.cluster)["workload"]).key, m) for m in load_manifests(path)]
+            [
+                (WorkloadRef(**policy_event(m, settings.cluster)["workload"]).key, m)
+                for m in (checked.get(path, ()) if checked is not None else load_manifests(path))
+            ]
             for path in policy_files
         ]
     except Exception:  # refused again below, after the stream, where simulate always refused it

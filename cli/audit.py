@@ -53,7 +53,9 @@ def _read(args: argparse.Namespace, prog: str) -> list[AuditEvent] | int:
         return 2
     if args.file is not None:
         try:
-            check_stream(args.file)
+            if check_stream(args.file):
+                # Not an error (nothing is wrong in it), but silence would look like "no match".
+                print(f"{prog}: warning: {args.file}: empty file, no audit event to read", file=sys.stderr)
             return read_file(args.file)
         except (UsageError, NotAnAuditFile) as exc:
             print(f"{prog}: {exc}", file=sys.stderr)

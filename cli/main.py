@@ -13,9 +13,12 @@ use them, so ``tandem replay`` (or ``--help``) starts without loading them.
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
+from typing import NoReturn
 
 import scaling
 from cli import apply, audit, collect, publish, replay, report, simulate, topics, worker
@@ -33,10 +36,30 @@ def _version() -> str:
         return "unknown"
 
 
+_ARGUMENT = re.compile(r"argument (?:-\w/)?--(?P<option>[\w-]+)")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, naming the environment variable when a bad value came from one.
+
+    An option's default is its ``TANDEM_<OPTION>`` variable (:func:`streams.settings.env`) and
+    argparse checks a string default as if typed, so ``TANDEM_SYNC_PERIOD=abc`` was refused as
+    ``argument --sync-period: invalid float value: 'abc'``: about an option nobody typed.
+    Subcommand parsers are made of this class too (``add_subparsers`` uses the parent's class).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        match = _ARGUMENT.match(message)
+        if match:
+            name = "TANDEM_" + match["option"].upper().replace("-", "_")
+            value = os.environ.get(name)
+            if value and repr(value) in message:
+                message = f"{message} (from the environment variable {name}; fix or unset it)"
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="tandem", description="Scale Kubernetes workloads horizontally and vertically in tandem."
-    )
+    parser = _Parser(prog="tandem", description="Scale Kubernetes workloads horizontally and vertically in tandem.")
     parser.add_argument("--version", action="version", version=f"tandem {_version()} ({scaling.CORE} core)")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:

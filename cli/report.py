@@ -11,7 +11,7 @@ from pathlib import Path
 
 from analysis.report import build
 from cli.options import add_core_options, add_files, add_policy, add_strict, env
-from streams.inputs import UsageError, load_command_inputs
+from streams.inputs import UsageError, WatchedErr, check_output_dir, load_command_inputs
 from streams.runner import StrictError
 
 NAME = "report"
@@ -40,14 +40,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
 
 
 def run(args: argparse.Namespace) -> int:
+    refused: list[str] = []
     try:
+        check_output_dir(args.out)  # before the run, not after it
         settings, manifests = load_command_inputs(
-            args.files, args.policy, args.config, args.cluster, args.sync_period, strict=args.strict
+            args.files, args.policy, args.config, args.cluster, args.sync_period, strict=args.strict, refused=refused
         )
     except UsageError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return exc.status
     out = Path(args.out)
+    err = WatchedErr(sys.stderr)
     try:
         data, pngs = build(
             args.files,
@@ -58,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
             png=args.png,
             title=args.title,
             strict=args.strict,
+            err=err,
+            refused_policies=refused,
         )
     except StrictError as exc:
         print(str(exc), file=sys.stderr)
@@ -71,4 +76,11 @@ def run(args: argparse.Namespace) -> int:
         f"wrote {out / 'index.html'}, {out / 'audit.jsonl'}{made}",
         file=sys.stderr,
     )
+    if err.broken:
+        print(
+            f"{PROG}: {err.broken} file(s) could not be read to the end (see above); "
+            "the report shows what came before the break",
+            file=sys.stderr,
+        )
+        return 1
     return 0

@@ -1,6 +1,7 @@
 """``tandem simulate``: compare policies on recorded demand in closed loop (:mod:`analysis.simulate`).
 
-Prints the comparison table on stdout.  Exit codes: 0, 2 a usage error or a missing file.
+Prints the comparison table on stdout.  Exit codes: 0, 1 every policy refused or an input file
+that could not be read to its end, 2 a usage error or a missing file.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import orjson
 
 from analysis.simulate import simulate, table, write_report
 from cli.options import add_core_options, add_files, add_policy, env
-from streams.inputs import UsageError, load_command_inputs
+from streams.inputs import UsageError, WatchedErr, check_output_dir, check_output_file, load_command_inputs
 
 NAME = "simulate"
 HELP = "compare policies on recorded demand in closed loop"
@@ -47,19 +48,42 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
 def run(args: argparse.Namespace) -> int:
     if not args.policy:
         args.parser.error("at least one --policy FILE (or TANDEM_POLICY) is required")
+    if args.jobs < 1:
+        args.parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    checked: dict[str, list[dict[str, Any]]] = {}
     try:
-        settings, _ = load_command_inputs(args.files, args.policy, args.config, args.cluster, args.sync_period)
+        # The outputs first: a typo in a path must not cost a whole simulation.
+        if args.json_out:
+            check_output_file(args.json_out, "--json")
+        if args.report:
+            check_output_dir(args.report, "--report")
+        settings, _ = load_command_inputs(
+            args.files, args.policy, args.config, args.cluster, args.sync_period, accepted=checked
+        )
     except UsageError as exc:
         print(f"tandem simulate: {exc}", file=sys.stderr)
         return exc.status
+    if not any(checked.values()):
+        print("tandem simulate: every --policy manifest was refused (see above): nothing to simulate", file=sys.stderr)
+        return 1
     recordings: dict[str, list[dict[str, Any]]] | None = {} if args.report else None
-    if args.jobs < 1:
-        args.parser.error(f"--jobs must be at least 1, got {args.jobs}")
-    outcomes = simulate(args.files, args.policy, settings, args.delay, sys.stderr, recordings, jobs=args.jobs)
+    err = WatchedErr(sys.stderr)
+    outcomes = simulate(args.files, args.policy, settings, args.delay, err, recordings, jobs=args.jobs, checked=checked)
     print(table(outcomes))
-    if args.report and recordings is not None:
-        index = write_report(Path(args.report), outcomes, args.policy, recordings, settings, sys.stderr)
-        print(f"tandem simulate: report written to {index}", file=sys.stderr)
-    if args.json_out:
-        Path(args.json_out).write_bytes(orjson.dumps([o.row() for o in outcomes], option=orjson.OPT_INDENT_2))
+    try:
+        if args.report and recordings is not None:
+            index = write_report(Path(args.report), outcomes, args.policy, recordings, settings, err)
+            print(f"tandem simulate: report written to {index}", file=sys.stderr)
+        if args.json_out:
+            Path(args.json_out).write_bytes(orjson.dumps([o.row() for o in outcomes], option=orjson.OPT_INDENT_2))
+    except OSError as exc:
+        print(f"tandem simulate: {exc.filename}: cannot be written ({exc.strerror or exc})", file=sys.stderr)
+        return 2
+    if err.broken:
+        print(
+            f"tandem simulate: {err.broken} file(s) could not be read to the end (see above); "
+            "the table covers what came before the break",
+            file=sys.stderr,
+        )
+        return 1
     return 0

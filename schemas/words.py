@@ -22,6 +22,7 @@ __all__ = [
     "describe_inputs",
     "fmt_time",
     "held_back",
+    "held_back_counts",
     "human_quantity",
     "outcome_sentences",
     "policy_phrase",
@@ -123,6 +124,19 @@ def held_back(blocked: Sequence[Mapping[str, Any]]) -> str:
         why = REASON_WORDS.get(reason)
         parts.append(f"{sentence(whats)}, because {why} ({reason})" if why else f"{sentence(whats)} ({reason})")
     return "; ".join(parts)
+
+
+def held_back_counts(counts: Mapping[str, int]) -> str:
+    """``in them 200 change(s) held back, one per target (166 MinChange, 34 UpdatePolicy)``.
+
+    One count per entry of the ``blocked`` lists of decisions and blocked reports alike (an entry
+    is one target: a container resource, the replicas, an HPA field), so the numbers add up to the
+    total said first, not to the number of reports: a report often holds several.  The replay's
+    summary and the HTML report say it in these words.
+    """
+    total = sum(counts.values())
+    per = ", ".join(f"{n} {r}" for r, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"in them {total} change(s) held back, one per target ({per})"
 
 
 def describe_inputs(inputs: Mapping[str, Any]) -> list[str]:

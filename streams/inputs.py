@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import sys
 import zlib
 from collections.abc import Callable, Iterator
@@ -17,10 +18,15 @@ from scaling.errors import InvalidEvent
 from scaling.settings import Settings
 
 __all__ = [
+    "BROKEN",
     "BrokenStream",
+    "EmptyStream",
     "RefusedPolicy",
     "SettingsError",
     "UsageError",
+    "WatchedErr",
+    "check_output_dir",
+    "check_output_file",
     "check_stream",
     "iter_lines",
     "load_command_inputs",
@@ -50,8 +56,45 @@ class RefusedPolicy(UsageError):
     status = 1
 
 
+class EmptyStream(UsageError):
+    """An input file with no line to read, under ``--strict``: the command exits 1, as for a bad line."""
+
+    status = 1
+
+
 class SettingsError(ValueError):
     """A settings file (``--config``) or option tandem cannot use; the text names the file or the option."""
+
+
+#: How every message about a stream file that broke part-way ends (:class:`BrokenStream`): the
+#: commands recognise it among the bad lines reported to them, because such a run lost data and so
+#: exits 1 whatever ``--strict`` says (a bad line is one line lost; a broken file, the rest of it).
+BROKEN = "nothing from here on could be read"
+
+
+class WatchedErr(io.StringIO):
+    """A stand-in for stderr that passes every write on and counts the stream files that broke.
+
+    The readers report a broken file as one more bad line (``FILE:LINE: why; ... BROKEN``), on the
+    ``err`` they are given; a command hands them this instead of ``sys.stderr`` and exits 1 if
+    :attr:`broken` is not zero, whatever ``--strict`` says.  (An ``io.StringIO`` only for its
+    type: nothing is kept.)
+    """
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        super().__init__()
+        self.stream = stream if stream is not None else sys.stderr
+        self.broken = 0
+
+    def write(self, text: str) -> int:
+        self.broken += text.count(BROKEN + "\n")
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
 
 
 class BrokenStream(InvalidEvent):
@@ -116,20 +159,21 @@ def open_input(path: str) -> IO[bytes]:
     return p.open("rb")
 
 
-def check_stream(path: str) -> None:
-    """Refuse, before anything runs, a stream file that cannot be read at all.
+def check_stream(path: str) -> bool:
+    """Refuse, before anything runs, a stream file that cannot be read at all; ``True`` if it is empty.
 
     A missing file, a directory, an unreadable file, gzip data that breaks before its first line,
     or binary data (a NUL byte: JSON text never holds one unescaped) raise :class:`UsageError` with
-    one line that says which.  Only regular files are looked into: reading a pipe would consume it.
+    one line that says which.  Only regular files are looked into: reading a pipe would consume it
+    (and a pipe is never called empty here).  Empty means no line but blank ones: nothing to read.
     """
     if path == "-":
-        return
+        return False
     p = Path(path)
+    head = b""
     try:
         if p.exists() and not p.is_dir() and not p.is_file():
-            return  # a pipe (opening it would wait for a writer) or a device
-        head = b""
+            return False  # a pipe (opening it would wait for a writer) or a device
         with open_input(path) as fh:
             while len(head) < _SNIFF:
                 line = fh.readline(_SNIFF)
@@ -143,23 +187,65 @@ def check_stream(path: str) -> None:
         raise UsageError(_why_unreadable(path, exc)) from None
     if b"\x00" in head:
         raise UsageError(f"{path}: binary data, not JSON Lines (a NUL byte near the start)")
+    return not head.strip()
+
+
+def check_output_file(path: str, option: str = "--out") -> None:
+    """Refuse, before anything runs, an output file that cannot be written: one line naming it.
+
+    Checked first so that a long run does not end in a traceback (or in nothing written) because of
+    a typo in the path: a directory, a parent directory that does not exist or is not writable.
+    ``-`` (stdout) is always fine.
+    """
+    if path == "-":
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"{option} {path}: is a directory; name a file to write")
+    parent = p.parent
+    if not parent.is_dir():
+        raise UsageError(f"{option} {path}: no such directory {str(parent)!r}; create it first or name another path")
+    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise UsageError(f"{option} {path}: cannot be written (permission denied)")
+
+
+def check_output_dir(path: str, option: str = "--out") -> None:
+    """Refuse, before anything runs, an output directory that cannot be made or written into.
+
+    An existing file in its place, or an ancestor that is a file or not writable, is one line
+    naming the path; missing directories are made by the command, as ``mkdir -p`` would.
+    """
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise UsageError(f"{option} {path}: exists and is not a directory; name a directory (it is made if missing)")
+    existing = p
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"{option} {path}: {str(existing)!r} is a file, so this directory cannot be made")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path}: {str(existing)!r} cannot be written (permission denied)")
 
 
 def iter_lines(path: str) -> Iterator[tuple[int, bytes]]:
     """Yield ``(line number, line)`` for the non-blank lines of a stream file.
 
     If the file breaks part-way (truncated gzip, corrupt data, an I/O error), :class:`BrokenStream`
-    is raised for the line that could not be read, after every line before it was yielded.
+    is raised for the line that could not be read, after every line before it was yielded; its
+    message says how much was read (lines and uncompressed bytes) and ends with :data:`BROKEN`.
     """
     with open_input(path) as fh:
         n = 0
+        size = 0
         try:
             for n, line in enumerate(fh, 1):
+                size += len(line)
                 line = line.strip()
                 if line:
                     yield n, line
         except (OSError, EOFError, zlib.error) as exc:
-            raise BrokenStream(n + 1, f"{_stream_reason(exc)}; nothing from here on could be read") from None
+            read = f"{n} line(s) ({size} bytes) were read before it"
+            raise BrokenStream(n + 1, f"{_stream_reason(exc)}; {read}, {BROKEN}") from None
 
 
 def _stream_reason(exc: BaseException) -> str:
@@ -257,6 +343,8 @@ def load_command_inputs(
     *,
     strict: bool = False,
     report: Callable[[str], None] | None = None,
+    accepted: dict[str, list[dict[str, Any]]] | None = None,
+    refused: list[str] | None = None,
 ) -> tuple[Any, list[dict[str, Any]]]:
     """What every file-reading command (replay, publish, report, simulate) checks first, the same way.
 
@@ -265,15 +353,24 @@ def load_command_inputs(
     document (its index and ``kind namespace/name``), the field's full path and why; the run goes
     on without it (the line goes to ``report``, stderr by default), as for a bad line, unless
     ``strict``: then :class:`RefusedPolicy` (exit 1).  Files tandem cannot use at all raise
-    :class:`UsageError` (exit 2).
+    :class:`UsageError` (exit 2).  An empty input file is a warning, or :class:`EmptyStream`
+    (exit 1) under ``strict``: a run that reads nothing is rarely what was meant.
+
+    ``accepted``, if given, receives the manifests that can run per policy file (in file order),
+    and ``refused`` one ``kind namespace/name`` per refused document (a later "no policy" hint
+    says that the policy passed was refused, rather than to pass one).
     """
+    warn = report if report is not None else (lambda msg: print(msg, file=sys.stderr))
     for path in files:
-        check_stream(path)
+        if check_stream(path):
+            msg = f"{path}: empty file, no event to read"
+            if strict:
+                raise EmptyStream(msg)
+            warn(f"{msg} (a warning; --strict makes it an error)")
     try:
         settings = load_core_settings(config, cluster, sync_period)
     except (OSError, ValueError) as exc:
         raise UsageError(str(exc)) from None
-    warn = report if report is not None else (lambda msg: print(msg, file=sys.stderr))
     manifests: list[dict[str, Any]] = []
     for path in policy_paths:
         try:
@@ -282,6 +379,7 @@ def load_command_inputs(
             raise UsageError(_why_unreadable(path, exc)) from None
         if not docs:
             raise UsageError(f"{path}: no policy manifest in this file (expected Hvpa, Tortoise or CustomHpa)")
+        kept = accepted.setdefault(path, []) if accepted is not None else []
         for i, doc in enumerate(docs, 1):
             try:
                 policy_event(doc, settings.cluster)
@@ -290,8 +388,11 @@ def load_command_inputs(
                 if strict:
                     raise RefusedPolicy(msg) from None
                 warn(f"{msg}; this policy is refused")
+                if refused is not None:
+                    refused.append(describe_manifest(doc))
                 continue
             manifests.append(doc)
+            kept.append(doc)
     return settings, manifests
 
 

@@ -17,9 +17,43 @@ from scaling.reconcile import Emitted
 from scaling.settings import Settings
 from scaling.vocabulary import BLOCKED, DECISION
 from schemas.codec import encode
+from schemas.words import held_back_counts
 from streams.runner import Progress, ReplayStats, StrictError, no_policy_warning, read_sorted, run
 
-__all__ = ["ReplayStats", "StrictError", "replay"]
+__all__ = ["ReplayStats", "StrictError", "policy_warning", "replay", "summary"]
+
+
+def summary(stats: ReplayStats) -> str:
+    """The replay's one-paragraph summary on stderr: what was read, decided and held back.
+
+    The held-back counts are per target (:func:`schemas.words.held_back_counts`): they add up to
+    their own total, not to the number of blocked reports, and the HTML report words them alike.
+    """
+    span = ""
+    if stats.first_ts is not None and stats.last_ts is not None:
+        span = f" covering {(stats.last_ts - stats.first_ts) / 3600:.1f} h of event time"
+    dry = f" ({stats.dry_run} dry-run)" if stats.dry_run else ""
+    held = f"; {held_back_counts(stats.by_reason)}" if stats.by_reason else ""
+    recs = f"; {stats.recommendations} recommendation event(s)" if stats.recommendations else ""
+    return (
+        f"tandem replay: read {stats.read} events from {stats.files} file(s){span}; "
+        f"rejected {stats.rejected}; {stats.workloads} workload(s); "
+        f"{stats.decisions} decision(s){dry}, {stats.blocked} blocked change report(s){held}{recs}."
+    )
+
+
+def policy_warning(engine: Engine, refused: Sequence[str] = ()) -> str | None:
+    """:func:`streams.runner.no_policy_warning`, except when every policy passed was refused:
+    then "pass one with --policy FILE" would be wrong (one was passed), so say that it was refused."""
+    warning = no_policy_warning(engine)
+    if warning is None or not refused or engine.default_policies:
+        return warning
+    names = ", ".join(refused[:5]) + (f" and {len(refused) - 5} more" if len(refused) > 5 else "")
+    return (
+        f"warning: no decision can be made: the --policy manifest(s) passed were refused ({names}: see the "
+        f"line(s) above), so none of the {len(engine.states)} workload(s) has a policy; fix the field named "
+        "there and run again"
+    )
 
 
 def replay(
@@ -32,8 +66,13 @@ def replay(
     include_recommendations: bool = False,
     err: IO[str] | None = None,
     progress: bool | None = None,
+    refused_policies: Sequence[str] = (),
 ) -> ReplayStats:
-    """Run the replay; write audit CloudEvents (and recommendations if asked) as JSON Lines."""
+    """Run the replay; write audit CloudEvents (and recommendations if asked) as JSON Lines.
+
+    ``refused_policies`` (``kind namespace/name`` of each manifest refused before the run) words
+    the "no policy" warning.
+    """
     err = err if err is not None else sys.stderr
     stats = ReplayStats()
     engine = Engine(settings)
@@ -74,7 +113,7 @@ def replay(
     run(engine, events, emit, report, stats=stats, strict=strict, progress=bar)
     bar.done()
     stats.workloads = len(engine.states)
-    warning = no_policy_warning(engine)
+    warning = policy_warning(engine, refused_policies)
     if warning is not None:
         report(f"tandem replay: {warning}")
     return stats

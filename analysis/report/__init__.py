@@ -74,12 +74,21 @@ def build(
     strict: bool = False,
     err: IO[str] | None = None,
     painters: Painters | None = None,
+    refused_policies: Sequence[str] = (),
 ) -> tuple[ReportData, list[Path]]:
     """Everything ``tandem report`` does after parsing its options; returns the data and the PNGs."""
     err = err if err is not None else sys.stderr
     audit_paths = [p for p in files if p != "-" and _is_audit_file(p)]
     stream_paths = [p for p in files if p not in audit_paths]
-    data = collect(stream_paths, audit_paths, settings=settings, policies=policies, strict=strict, err=err)
+    data = collect(
+        stream_paths,
+        audit_paths,
+        settings=settings,
+        policies=policies,
+        strict=strict,
+        err=err,
+        refused_policies=refused_policies,
+    )
     if workloads:
         keep = {k for k in data.workloads if any(k == w or k.endswith("/" + w) for w in workloads)}
         data.workloads = {k: v for k, v in data.workloads.items() if k in keep}

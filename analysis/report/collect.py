@@ -16,7 +16,8 @@ from scaling.events import HpaEvent, MetricEvent, PolicyEvent, VpaEvent, Workloa
 from scaling.policies import parse_policy
 from scaling.quantity import parse_quantity
 from streams.inputs import iter_lines
-from streams.runner import ReplayStats, no_policy_warning, read_sorted, run
+from streams.replay import policy_warning
+from streams.runner import ReplayStats, read_sorted, run
 
 
 @dataclass
@@ -100,8 +101,11 @@ def collect(
     policies: Iterable[Mapping[str, Any]] = (),
     strict: bool = False,
     err: IO[str] | None = None,
+    refused_policies: Sequence[str] = (),
 ) -> ReportData:
-    """Replay the streams (embedded) and read the audit files; gather every chart's data."""
+    """Replay the streams (embedded) and read the audit files; gather every chart's data.
+
+    ``refused_policies``: as for :func:`streams.replay.replay`, words the "no policy" warning."""
 
     err = err if err is not None else sys.stderr
     data = ReportData(from_stream=bool(stream_paths), inputs=[*stream_paths, *audit_paths])
@@ -134,7 +138,7 @@ def collect(
 
         events = read_sorted(stream_paths, report, stats, strict=strict)
         run(engine, events, emitted, report, each=lambda event: _gather(data, event))
-        warning = no_policy_warning(engine)
+        warning = policy_warning(engine, refused_policies)
         if warning is not None:
             report(f"tandem report: {warning}")
         if events:

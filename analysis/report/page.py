@@ -35,6 +35,7 @@ from analysis.report.charts import (
 )
 from analysis.report.collect import ReportData, WorkloadData
 from analysis.report.scales import WantedRange, main_reason, wanted_ranges
+from schemas.words import held_back_counts
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:#0f172a;
@@ -108,7 +109,7 @@ def _section(w: WorkloadData, axis: Axis, from_stream: bool) -> str:
     if applied or failed:
         counts += f", {len(applied)} applied, {len(failed)} apply failure(s)"
     if reasons:
-        counts += " · held back: " + ", ".join(f"{n} {r}" for r, n in reasons.items())
+        counts += " · " + held_back_counts(reasons)
     out = [f'<section id="{html.escape(w.key)}">']
     out.append(
         f'<div class="head"><h2>{html.escape(w.key)}</h2>'

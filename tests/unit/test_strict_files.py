@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -47,29 +48,42 @@ def run(capsys: pytest.CaptureFixture[str], command: Callable[[list[str]], int],
 
 def test_iter_lines_yields_what_a_truncated_gzip_holds_then_raises_for_the_break(truncated: Path) -> None:
     got: list[int] = []
+    size = 0
     with pytest.raises(BrokenStream) as caught:
-        for n, _ in iter_lines(str(truncated)):
+        for n, line in iter_lines(str(truncated)):
             got.append(n)
+            size += len(line) + 1  # its newline
     assert got == list(range(1, len(got) + 1)) and 0 < len(got) < 20_000
-    assert caught.value.lineno == len(got) + 1 or caught.value.lineno == len(got) + 2
-    assert str(caught.value) == "the gzip data ends early (a truncated file?); nothing from here on could be read"
+    assert caught.value.lineno == len(got) + 1
+    assert str(caught.value) == (
+        f"the gzip data ends early (a truncated file?); {len(got)} line(s) ({size} bytes) were read before it, "
+        "nothing from here on could be read"
+    )
 
 
 @pytest.mark.parametrize("cmd", ["replay", "report", "simulate"])
-def test_truncated_gzip_is_one_bad_line_and_the_run_goes_on(
+def test_truncated_gzip_is_one_bad_line_the_run_goes_on_and_exits_1(
     cmd: str, truncated: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # The lines before the break stand (the run goes on with them), but a file lost from its
+    # break on is an error exit whatever --strict says, and the last line says so.
     extra = {
         "replay": ["--out", str(tmp_path / "a.jsonl")],
         "report": ["--out", str(tmp_path / "r"), "--png", "none"],
         "simulate": ["--policy", str(POLICIES)],
     }[cmd]
     code, err = run(capsys, tandem, cmd, str(truncated), *extra)
-    assert code == 0
+    assert code == 1
     broken = [line for line in err if "gzip data" in line]
     assert len(broken) == 1
     assert broken[0].startswith(f"{truncated}:")
-    assert broken[0].endswith(": the gzip data ends early (a truncated file?); nothing from here on could be read")
+    assert re.fullmatch(
+        r".*: the gzip data ends early \(a truncated file\?\); \d+ line\(s\) \(\d+ bytes\) were read before it, "
+        r"nothing from here on could be read",
+        broken[0],
+    )
+    what = {"replay": "the audit stream", "report": "the report shows", "simulate": "the table covers"}[cmd]
+    assert err[-1].startswith(f"tandem {cmd}: 1 file(s) could not be read to the end (see above); {what}")
     assert not any("Traceback" in line for line in err)
 
 
