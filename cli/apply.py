@@ -16,7 +16,7 @@ import threading
 from cli.options import add_edge_metrics_options, add_edge_options, add_loglevel, env, flag
 from edge.applier import ApplierConfig
 from edge.applier import run as run_applier
-from edge.kube import api_client
+from edge.kube import KubeconfigError, api_client
 from ops.errors import describe
 from ops.observability import metrics_from_args
 from streams.settings import add_kafka_options, kafka_settings
@@ -64,6 +64,9 @@ def run(args: argparse.Namespace) -> int:
         settings = kafka_settings(args)
         verifier = decision_verifier(args)  # the worker keys whose decisions it applies (None: any)
         api = api_client(args.kubeconfig)  # imports the kubernetes client, only here
+    except KubeconfigError as exc:  # its text names the file and the fix: no class name
+        print(f"tandem apply: {exc}", file=sys.stderr)
+        return 2
     except Exception as exc:
         print(f"tandem apply: {describe(exc)}", file=sys.stderr)
         return 2

@@ -16,7 +16,7 @@ import threading
 from cli.options import add_edge_metrics_options, add_edge_options, add_loglevel, env, env_list
 from edge.collector import CollectorConfig
 from edge.collector import run as run_collector
-from edge.kube import api_client
+from edge.kube import KubeconfigError, api_client
 from ops.errors import describe
 from ops.observability import metrics_from_args
 from streams.settings import add_input_signing_options, add_kafka_options, kafka_settings
@@ -62,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
         if settings is not None and settings.input_signing is not None and args.cluster not in settings.input_signing:
             raise ValueError(f"--input-signing-keys has no key for cluster {args.cluster!r}")
         api = api_client(args.kubeconfig)  # imports the kubernetes client, only here
+    except KubeconfigError as exc:  # its text names the file and the fix: no class name
+        print(f"tandem collect: {exc}", file=sys.stderr)
+        return 2
     except Exception as exc:
         print(f"tandem collect: {describe(exc)}", file=sys.stderr)
         return 2

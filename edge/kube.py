@@ -37,6 +37,7 @@ __all__ = [
     "VPAS",
     "WORKLOAD_RESOURCES",
     "KubeError",
+    "KubeconfigError",
     "Resource",
     "api_client",
     "list_objects",
@@ -115,21 +116,78 @@ class KubeError(Exception):
         return str(self)
 
 
+class KubeconfigError(ValueError):
+    """A kubeconfig that cannot be used, or none found: the text names the file (or where tandem
+    looked) and what to do; the commands print it as their one line and exit 2."""
+
+
+#: What to do about a kubeconfig tandem cannot use, said after every such error.
+_KUBECONFIG_FIX = (
+    "pass --kubeconfig FILE (or TANDEM_KUBECONFIG) naming the file kubectl uses, e.g. one written by "
+    "`kubectl config view --minify --raw > FILE`"
+)
+
+
+def _kubeconfig_source(kubeconfig: str | None) -> tuple[str | None, str]:
+    """The kubeconfig to load and where its name came from (for errors); ``None``: in-cluster."""
+    if kubeconfig:
+        return kubeconfig, f"--kubeconfig {kubeconfig}"
+    if os.environ.get("KUBECONFIG"):
+        return os.environ["KUBECONFIG"], f"KUBECONFIG={os.environ['KUBECONFIG']}"
+    home = os.path.expanduser("~/.kube/config")
+    if os.path.isfile(home):
+        return home, home
+    return None, "in-cluster"
+
+
 def api_client(kubeconfig: str | None = None) -> Any:
-    """An ``ApiClient`` from ``kubeconfig``, else ``$KUBECONFIG``/``~/.kube/config``, else in-cluster."""
+    """An ``ApiClient`` from ``kubeconfig``, else ``$KUBECONFIG``/``~/.kube/config``, else in-cluster.
+
+    Anything that stops it is a :class:`KubeconfigError` whose one line names the file tried (or,
+    with none found, every place looked at) and what to do: the kubernetes client's own errors
+    (``Service host/port is not set.``, ``Invalid kube-config file. No configuration found.``, a
+    ``UnicodeDecodeError``) name neither.
+    """
     from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
 
     configuration = client.Configuration()
-    path = kubeconfig or os.environ.get("KUBECONFIG")
-    if not path and os.path.isfile(os.path.expanduser("~/.kube/config")):
-        path = os.path.expanduser("~/.kube/config")
-    if path:
+    path, source = _kubeconfig_source(kubeconfig)
+    if path is None:
+        try:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except ConfigException as exc:
+            home = os.path.expanduser("~/.kube/config")
+            raise KubeconfigError(
+                f"no kubeconfig found: no --kubeconfig, no KUBECONFIG, no {home}, and not in a pod "
+                f"(in-cluster: {_kube_reason(exc)}); {_KUBECONFIG_FIX}"
+            ) from None
+        return client.ApiClient(configuration)
+    for one in path.split(os.pathsep):  # KUBECONFIG may list several files, as kubectl's does
+        if one and not os.path.isfile(os.path.expanduser(one)):
+            why = "is a directory" if os.path.isdir(one) else "no such file"
+            raise KubeconfigError(f"kubeconfig {one} (from {source}): {why}; {_KUBECONFIG_FIX}")
+    try:
         config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=path, client_configuration=configuration, persist_config=False
         )
-    else:
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except UnicodeDecodeError:
+        raise KubeconfigError(
+            f"kubeconfig {path} (from {source}): not text (a binary file?); {_KUBECONFIG_FIX}"
+        ) from None
+    except (ConfigException, ValueError, TypeError, KeyError, AttributeError, OSError) as exc:
+        raise KubeconfigError(f"kubeconfig {path} (from {source}): {_kube_reason(exc)}; {_KUBECONFIG_FIX}") from None
+    except Exception as exc:
+        if type(exc).__module__.startswith("yaml"):  # PyYAML's YAMLError, by name: yaml is the client's
+            raise KubeconfigError(f"kubeconfig {path} (from {source}): not valid YAML; {_KUBECONFIG_FIX}") from None
+        raise
     return client.ApiClient(configuration)
+
+
+def _kube_reason(exc: BaseException) -> str:
+    """The kubernetes client's error, on one line, without its trailing full stop."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text.rstrip(".")
 
 
 def _query(params: Mapping[str, Any] | None) -> list[tuple[str, str]]:

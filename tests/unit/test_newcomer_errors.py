@@ -237,3 +237,65 @@ def test_the_summary_says_what_each_number_counts(tmp_path: Path, capsys: pytest
         f"change(s) held back, one per target ({per})."
     ]
     assert sum(reasons.values()) > n_blocked  # why the old wording misled: the parts outnumber the reports
+
+
+FIX = (
+    "pass --kubeconfig FILE (or TANDEM_KUBECONFIG) naming the file kubectl uses, e.g. one written by "
+    "`kubectl config view --minify --raw > FILE`"
+)
+
+
+def _kubeconfigs(tmp_path: Path) -> list[tuple[str, str]]:
+    binary = tmp_path / "binary.kc"
+    binary.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(128, 256)))
+    bad_yaml = tmp_path / "bad.kc"
+    bad_yaml.write_text("a: [\n")
+    no_context = tmp_path / "nocontext.kc"
+    no_context.write_text("apiVersion: v1\nkind: Config\n")
+    return [
+        ("/nope", "kubeconfig /nope (from --kubeconfig /nope): no such file"),
+        (str(tmp_path), f"kubeconfig {tmp_path} (from --kubeconfig {tmp_path}): is a directory"),
+        (str(binary), f"kubeconfig {binary} (from --kubeconfig {binary}): not text (a binary file?)"),
+        (str(bad_yaml), f"kubeconfig {bad_yaml} (from --kubeconfig {bad_yaml}): not valid YAML"),
+        (
+            str(no_context),
+            f"kubeconfig {no_context} (from --kubeconfig {no_context}): Invalid kube-config file. "
+            f"Expected key current-context in {no_context}",
+        ),
+    ]
+
+
+@pytest.mark.parametrize("cmd", ["apply", "collect"])
+@pytest.mark.parametrize("case", range(5), ids=["missing", "directory", "binary", "not-yaml", "no-context"])
+def test_a_kubeconfig_that_cannot_be_used_is_named_with_the_fix(
+    cmd: str, case: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, why = _kubeconfigs(tmp_path)[case]
+    extra = ["--dry-run"] if cmd == "apply" else ["--out", str(tmp_path / "o.jsonl")]
+    code, err = run(capsys, cmd, "--cluster", "eu-1", "--kubeconfig", path, *extra)
+    assert (code, err) == (2, [f"tandem {cmd}: {why}; {FIX}"])
+
+
+def test_kubeconfig_from_the_environment_is_named_as_such(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TANDEM_KUBECONFIG", raising=False)
+    monkeypatch.setenv("KUBECONFIG", "/nope2")
+    code, err = run(capsys, "apply", "--cluster", "eu-1", "--dry-run")
+    assert (code, err) == (2, [f"tandem apply: kubeconfig /nope2 (from KUBECONFIG=/nope2): no such file; {FIX}"])
+
+
+def test_no_kubeconfig_at_all_says_where_it_looked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("TANDEM_KUBECONFIG", "KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    code, err = run(capsys, "apply", "--cluster", "eu-1", "--dry-run")
+    assert (code, err) == (
+        2,
+        [
+            f"tandem apply: no kubeconfig found: no --kubeconfig, no KUBECONFIG, no {tmp_path}/.kube/config, and "
+            f"not in a pod (in-cluster: Service host/port is not set); {FIX}"
+        ],
+    )
