@@ -106,6 +106,7 @@ def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> Non
     one_container = True
     any_oom = False
     cpus: list[float] = []
+    cpu_pods: list[str] = []
     mems: list[tuple[str, int]] = []
     for name, container, cores, memory, _ready, oom in samples:
         if container != first:
@@ -114,6 +115,7 @@ def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> Non
             any_oom = True
         if cores is not None:
             cpus.append(cores)
+            cpu_pods.append(name)
         if memory is not None:
             mems.append((name, memory))
         pod = usage.get(name)
@@ -165,7 +167,7 @@ def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> Non
         if cs is None:
             cs = states[first] = vpa_rec.ContainerState()
         if cpus:
-            cs.add_cpu_samples(ts, cpus, cfg)  # VPA: one batch per scrape (reference 2.3)
+            cs.add_cpu_samples(ts, cpus, cfg, cpu_pods)  # VPA: per pod (reference 2.3)
         cs.add_memory_samples(ts, mems, cfg)
         return
     by_container: Mapping[str, Sequence[ContainerSample]]
@@ -182,7 +184,8 @@ def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> Non
             cs = states[container] = vpa_rec.ContainerState()
         cpus = [s.cpu for s in group if s.cpu is not None]
         if cpus:
-            cs.add_cpu_samples(ts, cpus, cfg)  # VPA: one batch per scrape (reference 2.3)
+            # VPA: de-duplicated per pod (reference 2.3)
+            cs.add_cpu_samples(ts, cpus, cfg, [s.pod for s in group if s.cpu is not None])
         if not any(s.oom for s in group):
             cs.add_memory_samples(ts, [(s.pod, s.memory) for s in group if s.memory is not None], cfg)
             continue
@@ -315,7 +318,15 @@ def own_vpa(
     cached: OwnVpa | None = state.vpa_own
     if last_run is None or tick - last_run >= cfg.recommender_interval or raw is None:
         rec["vpa_run"] = tick
-        recs = vpa_rec.recommend(_vpa_states(state), tick, cfg, tmpl.policies)
+        states = _vpa_states(state)
+        if spec.pods is not None:
+            # VPA: the feeder's DeleteRemovedPods each run (model/cluster.go DeletePod)
+            live = {p.name for p in spec.pods}
+            for cs in states.values():
+                cs.forget_pods(live)
+        recs = vpa_rec.recommend(states, tick, cfg, tmpl.policies)
+        # VPA: routines/recommender.go RunOnce collects expired aggregates after UpdateVPAs
+        rec["vpa_gc"] = vpa_rec.collect_garbage(states, tick, rec.get("vpa_gc"), cfg)
         if not recs:
             return None, None
         # One pass: the quantities the policy reads and the texts published.

@@ -207,7 +207,10 @@ def test_decisions_never_leave_replica_bounds_or_min_max_allowed(
         else spec["vpa"]["template"]["spec"]["resourcePolicy"]
     )["containerPolicies"][0]
     for line in run_engine(events, policy).splitlines():
-        data = orjson.loads(line)["data"]
+        out = orjson.loads(line)
+        if out.get("source") == "tandem":
+            continue  # tandem's own HPA/VPA recommendation (an hpa/vpa event), not a decision
+        data = out["data"]
         if "replicas" in data:
             assert tmpl["minReplicas"] <= data["replicas"]["to"] <= tmpl["maxReplicas"]
         for res, ch in data.get("containers", {}).get("app", {}).get("requests", {}).items():
@@ -225,7 +228,10 @@ def test_weight_zero_never_changes_requests(events: list[dict[str, Any]], policy
     seed = "hpaTemplate" in policy["spec"]
     max_r = policy["spec"]["hpaTemplate"]["maxReplicas"] if seed else None
     for line in run_engine(events, policy).splitlines():
-        data = orjson.loads(line)["data"]
+        out = orjson.loads(line)
+        if out.get("source") == "tandem":
+            continue  # tandem's own HPA/VPA recommendation (an hpa/vpa event), not a decision
+        data = out["data"]
         if seed and data["inputs"]["replicas"] >= max_r:
             continue
         assert "containers" not in data
@@ -238,7 +244,10 @@ def test_weight_hundred_never_changes_replicas(events: list[dict[str, Any]], pol
     for iv in policy["spec"]["weightBasedScalingIntervals"]:
         iv["vpaWeight"] = 1 if "hpaTemplate" in policy["spec"] else 100
     for line in run_engine(events, policy).splitlines():
-        data = orjson.loads(line)["data"]
+        out = orjson.loads(line)
+        if out.get("source") == "tandem":
+            continue  # tandem's own HPA/VPA recommendation (an hpa/vpa event), not a decision
+        data = out["data"]
         if "replicas" in data:
             # only the tandem invariant may move replicas: back inside the policy's bounds
             spec = policy["spec"]

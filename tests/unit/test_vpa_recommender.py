@@ -248,16 +248,29 @@ def test_steady_workload_for_eight_days_gives_upstream_numbers() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_fast_cpu_bucketing_equals_upstream_find_bucket_on_truncated_millicores() -> None:
+def test_fast_cpu_bucketing_equals_upstream_find_bucket_on_millicores_rounded_up() -> None:
+    # VPA: input/metrics/metrics_client.go - metrics-server's nanocore quantity, MilliValue() (up)
     rnd = random.Random(7)
     samples = [m / 1000.0 for m in range(0, 120_000)]
     samples += [rnd.uniform(0, 2000) for _ in range(20_000)] + [0.0099999, 0.01, 1e9, math.inf]
     for cores in samples:
         s = ContainerState()
         s.add_cpu_samples(T0, [cores], CFG)
-        millicores = 10**14 if cores * 1000.0 > 1e14 else int(cores * 1000.0)  # CPUAmountFromCores
+        if cores * 1e9 >= 9e18:
+            millicores = 10**14
+        else:
+            millicores = min(10**14, -(-round(cores * 1e9) // 1_000_000))
         expected = CPU_HISTOGRAM_OPTIONS.find_bucket(millicores / 1000.0)
         assert s.cpu.weights[expected] > 0, cores
+
+
+def test_cpu_samples_are_taken_to_millicores_rounding_up_as_quantity_milli_value() -> None:
+    assert [vpa.millicores_up(c) for c in (0.0, 0.3, 0.300000001, 0.0201, 1.017, 2.0)] == [0, 300, 301, 21, 1017, 2000]
+    # 20.1m is bucket 1 truncated (20m < 20.5m, bucket 2's start) but bucket 2 rounded up (21m)
+    s = ContainerState()
+    s.add_cpu_samples(T0, [0.0201], CFG)
+    assert CPU_HISTOGRAM_OPTIONS.bucket_start(2) == 0.020499999999999987
+    assert s.cpu.weights[1] == 0.0 and s.cpu.weights[2] == 0.1
 
 
 def test_bucket_starts_follow_go_math_pow_not_libm_pow() -> None:
@@ -293,9 +306,11 @@ def test_memory_windows_are_kept_per_pod() -> None:
     assert s.windows["b"].memory_peak == 300 * MIB
     # One peak per pod in the open interval (b's window ends a minute later: slightly heavier).
     assert s.memory.total == pytest.approx(1.0 + math.pow(2.0, 60 / DAY), rel=1e-12)
-    # A pod silent for more than a whole interval is forgotten when another pod appears.
+    # A pod silent for a whole aggregation window (8 days) is forgotten when another pod appears.
     s.add_memory_sample(T0 + 3 * DAY, 100 * MIB, CFG, pod="c")
-    assert set(s.windows) == {"c"}
+    assert set(s.windows) == {"a", "b", "c"}
+    s.add_memory_sample(T0 + 8 * DAY + 60, 100 * MIB, CFG, pod="d")
+    assert set(s.windows) == {"a", "c", "d"}
 
 
 def test_older_memory_sample_is_rejected() -> None:
@@ -358,12 +373,71 @@ def test_controlled_resources_and_rounding() -> None:
     assert rec.target["memory"] == 1182 * MIB  # 1238659775 rounded up to a MiB multiple
 
 
-def test_expired_and_sampleless_aggregates_get_no_recommendation() -> None:
-    s = steady_state(0.5, 1073741824, minutes=10)
-    assert recommend({"app": s}, T0 + 7 * DAY, CFG)
-    assert recommend({"app": s}, T0 + 540 + 8 * DAY, CFG) == {}
-    assert s.is_expired(T0 + 540 + 8 * DAY, CFG)
-    assert recommend({"app": ContainerState()}, T0, CFG) == {}
+def test_expired_aggregate_is_recommended_until_the_hourly_garbage_collection() -> None:
+    # VPA: model/cluster.go RateLimitedGarbageCollectAggregateCollectionStates, run after
+    # UpdateVPAs (routines/recommender.go RunOnce), and model/aggregate_container_state.go isExpired
+    s = steady_state(0.5, 1073741824, minutes=10)  # last CPU sample at T0 + 540
+    states = {"app": s}
+    last_gc = vpa.collect_garbage(states, T0 + 600, None, CFG)  # the first run collects
+    assert last_gc == T0 + 600 and states == {"app": s}
+    expiry = T0 + 540 + 8 * DAY
+    assert s.is_expired(expiry, CFG) and not s.is_expired(expiry - 1, CFG)
+    # a run at the expiry, 59 minutes after a collection: still recommended, not collected
+    assert recommend(states, expiry, CFG)["app"].target == {"cpu": 587, "memory": 1238659775}
+    assert vpa.collect_garbage(states, expiry, expiry - 3540, CFG) == expiry - 3540
+    assert states == {"app": s}
+    # the run an hour after the last collection drops it (after recommending)
+    assert vpa.collect_garbage(states, expiry + 60, expiry - 3540, CFG) == expiry + 60
+    assert states == {}
+
+
+def test_aggregate_without_cpu_samples_recommends_cpu_at_the_minimum() -> None:
+    # VPA: routines/vpa.go GetContainerNameToAggregateStateMap keeps every aggregate; the empty
+    # CPU histogram's percentile is 0, raised to the pod minimum (25m); confidence 0 makes the
+    # memory upper bound x Inf (clamped to 1e14) and the lower bound x 0 (raised to 250 MiB).
+    s = ContainerState()
+    for i in range(10):
+        s.add_memory_sample(T0 + 60 * i, 1073741824, CFG, pod="a")
+    assert s.total_samples_count == 0 and not s.is_expired(T0 + 30 * DAY, CFG)
+    rec = recommend({"app": s}, T0 + 600, CFG)["app"]
+    assert rec.target == {"cpu": 25, "memory": 1238659775}
+    assert rec.lower_bound == {"cpu": 25, "memory": 250 * MIB}
+    assert rec.upper_bound == {"cpu": 25, "memory": 10**14}
+    assert recommend({"app": ContainerState()}, T0, CFG)["app"].target == {"cpu": 25, "memory": 250 * MIB}
+
+
+def test_cpu_samples_of_one_scrape_in_separate_batches_are_deduplicated_per_pod() -> None:
+    # VPA: model/container.go addCPUSample - per container: MeasureStart must be after the
+    # container's LastCPUSampleStart; other pods' samples at the same time are not duplicates.
+    one, split = ContainerState(), ContainerState()
+    assert one.add_cpu_samples(T0, [0.5, 0.25, 1.0], CFG, ["a", "b", "c"]) == 3
+    assert [split.add_cpu_samples(T0, [c], CFG, [p]) for p, c in (("a", 0.5), ("b", 0.25), ("c", 1.0))] == [1, 1, 1]
+    assert split.add_cpu_samples(T0, [0.7], CFG, ["b"]) == 0  # b's duplicate
+    assert split.add_cpu_samples(T0 - 60, [0.7], CFG, ["d"]) == 1  # d's first: older is fine
+    assert split.add_cpu_samples(T0, [-0.1, 0.7], CFG, ["e", "e"]) == 1  # invalid first, time kept
+    assert one.add_cpu_samples(T0 - 60, [0.7], CFG, ["d"]) == 1
+    assert one.add_cpu_samples(T0, [0.7], CFG, ["e"]) == 1
+    assert split.to_dict()["cpu"] == one.to_dict()["cpu"]
+    assert (split.total_samples_count, split.first_sample_ts, split.last_sample_ts) == (5, T0 - 60, T0)
+
+
+def test_pod_memory_windows_stay_aligned_through_a_long_gap() -> None:
+    # VPA: model/container.go addMemorySample shifts WindowEnd by whole intervals past the sample;
+    # a live pod keeps its ContainerState through a metrics gap, whoever reports first after it.
+    s = ContainerState()
+    for pod in ("a", "b"):
+        s.add_memory_sample(T0, 500 * MIB, CFG, pod=pod)
+    assert s.windows["a"].end == T0 + DAY
+    s.add_memory_sample(T0 + 3 * DAY + 30, 400 * MIB, CFG, pod="c")  # a new pod first
+    s.add_memory_sample(T0 + 3 * DAY + 60, 600 * MIB, CFG, pod="a")
+    assert s.windows["a"].end == T0 + 4 * DAY and s.windows["c"].end == T0 + 4 * DAY + 30
+    s.forget_pods({"a", "c"})  # VPA: model/cluster.go DeletePod
+    assert sorted(s.windows) == ["a", "c"]
+    # without a pod list, a pod silent for a whole aggregation window (8 days) is forgotten
+    s.add_memory_sample(T0 + 11 * DAY + 30, 600 * MIB, CFG, pod="d")  # c last seen 8 days before
+    assert sorted(s.windows) == ["a", "d"]
+    s.add_memory_sample(T0 + 11 * DAY + 61, 600 * MIB, CFG, pod="e")
+    assert sorted(s.windows) == ["d", "e"]
 
 
 def test_policies_from_a_vpa_resource_policy() -> None:

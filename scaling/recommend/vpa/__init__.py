@@ -25,15 +25,18 @@ Every public name is re-exported here, so callers import from ``scaling.recommen
 State model (reference 2.2).  Upstream keeps, per *container instance*, a ``ContainerState`` (last
 CPU sample time, the open memory window) and, per *aggregate* (namespace + container name + pod
 labels), an ``AggregateContainerState`` (two decaying histograms, first/last CPU sample time, CPU
-sample count).  Tandem folds both into one :class:`ContainerState` per aggregate key, because the
-collector sends one batch of CPU samples per container name and timestamp (several pods at once):
+sample count).  Tandem folds both into one :class:`ContainerState` per aggregate key, with the
+per-container part kept per pod inside it:
 
-* CPU samples are de-duplicated per aggregate: a batch is accepted only if its ``ts`` is strictly
-  after the previous accepted batch (upstream does the same per pod; all pods' samples of one
-  scrape must therefore arrive in one batch).
+* CPU samples are de-duplicated per pod, as upstream does per container: a pod's sample is
+  accepted only if its ``ts`` is strictly after that pod's last accepted one (pass ``pods=``; the
+  pods of one scrape may come in one batch or in several with the same ``ts``).
 * Memory peaks are kept per pod window; pass ``pod=`` (ideally the pod UID, since upstream starts a
   fresh window for a re-created pod) to get upstream's one-peak-per-pod-per-interval behaviour.
   Without ``pod`` all samples share one window, i.e. one peak per interval for the whole aggregate.
+* A pod's part is forgotten when the caller says the pod is gone (:meth:`ContainerState.forget_pods`,
+  upstream's DeletePod), and expired aggregates are dropped by :func:`collect_garbage` at upstream's
+  hourly rhythm, not at once.
 
 Units: CPU samples are float cores, memory samples integer bytes; every recommendation is an
 ``int`` (millicores for ``cpu``, bytes for ``memory``), computed with upstream's truncations
@@ -49,7 +52,7 @@ Only non-zero buckets are stored; a weight is a full-precision float so the roun
 
 from __future__ import annotations
 
-from .arithmetic import MAX_RESOURCE_AMOUNT
+from .arithmetic import MAX_RESOURCE_AMOUNT, millicores_up
 from .config import VpaConfig
 from .estimator import confidence_multiplier, get_confidence, with_margin
 from .histogram import (
@@ -62,7 +65,7 @@ from .histogram import (
     HistogramOptions,
     LinearHistogramOptions,
 )
-from .model import ContainerState, merge_states
+from .model import GC_INTERVAL, ContainerState, collect_garbage, merge_states
 from .policy import ContainerPolicy, policies_from_resource_policy
 from .recommender import Recommendation, cap_to_container_limits, recommend
 
@@ -70,6 +73,7 @@ __all__ = [
     "BUCKET_RATIO",
     "CPU_HISTOGRAM_OPTIONS",
     "EPSILON",
+    "GC_INTERVAL",
     "MAX_RESOURCE_AMOUNT",
     "MEMORY_HISTOGRAM_OPTIONS",
     "ContainerPolicy",
@@ -81,9 +85,11 @@ __all__ = [
     "Recommendation",
     "VpaConfig",
     "cap_to_container_limits",
+    "collect_garbage",
     "confidence_multiplier",
     "get_confidence",
     "merge_states",
+    "millicores_up",
     "policies_from_resource_policy",
     "recommend",
     "with_margin",

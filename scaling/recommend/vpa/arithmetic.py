@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Final
 
-__all__ = ["MAX_RESOURCE_AMOUNT"]
+__all__ = ["MAX_RESOURCE_AMOUNT", "millicores_up"]
 
 
 #: VPA: pkg/recommender/model/types.go, MaxResourceAmount = 1e14 (reference 2.7 step 1).
@@ -39,6 +39,20 @@ def _amount(value: float) -> int:
     if value != value:
         return 0
     return int(value)
+
+
+def millicores_up(cores: float) -> int:
+    """A CPU sample of ``cores`` (>= 0) as the live recommender sees it: integer millicores, up.
+
+    VPA: input/metrics/metrics_client.go takes metrics-server's usage quantity (nanocores) with
+    ``Quantity.MilliValue()``, which rounds up (``CPUAmountFromCores``, which truncates, is only
+    used for Prometheus history).  The float is first taken to the whole nanocore it stands for
+    (0.3 is 300000000n, exactly 300m, where ``ceil(0.3 * 1000)`` would give 301).
+    """
+    x = cores * 1e9
+    if not x < 9e18:  # beyond int64 nanocores (and +Inf): the amount clamps anyway
+        return MAX_RESOURCE_AMOUNT
+    return -(-round(x) // 1_000_000)
 
 
 def _scale(amount: int, factor: float) -> int:

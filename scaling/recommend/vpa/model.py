@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from .arithmetic import MAX_RESOURCE_AMOUNT, _amount, _scale
+from .arithmetic import MAX_RESOURCE_AMOUNT, _amount, _scale, millicores_up
 from .config import VpaConfig
 from .histogram import (
     _CPU_THRESHOLDS,
@@ -25,7 +25,7 @@ from .histogram import (
     _finite,
 )
 
-__all__ = ["ContainerState", "merge_states"]
+__all__ = ["GC_INTERVAL", "ContainerState", "collect_garbage", "merge_states"]
 
 
 #: ``_MemoryWindow``'s "no time yet" (Go's zero ``time.Time``), below every sample time: a window
@@ -34,7 +34,8 @@ _NEVER: Final = -math.inf
 
 
 class _MemoryWindow:
-    """One pod's open memory aggregation interval (VPA: model/container.go ContainerState).
+    """One pod's per-container state (VPA: model/container.go ContainerState): its open memory
+    aggregation interval and the time of its last accepted CPU sample (``LastCPUSampleStart``).
 
     ``end`` and ``last_ts`` are ``_NEVER`` until set (``None`` in :meth:`to_list`), so that the hot
     path of :meth:`ContainerState.add_memory_samples` compares them without a test for ``None``;
@@ -43,7 +44,7 @@ class _MemoryWindow:
     :meth:`set_peaks`.
     """
 
-    __slots__ = ("end", "last_ts", "memory_peak", "oom_peak", "top")
+    __slots__ = ("cpu_ts", "end", "last_ts", "memory_peak", "oom_peak", "top")
 
     def __init__(self) -> None:
         self.end: float = _NEVER  # WindowEnd (exclusive)
@@ -51,6 +52,7 @@ class _MemoryWindow:
         self.oom_peak = 0
         self.top = MAX_RESOURCE_AMOUNT
         self.last_ts: float = _NEVER  # lastMemorySampleStart
+        self.cpu_ts: float = _NEVER  # LastCPUSampleStart
 
     def set_peaks(self, memory_peak: int, oom_peak: int) -> None:
         self.memory_peak = memory_peak
@@ -58,22 +60,32 @@ class _MemoryWindow:
         top = memory_peak if memory_peak >= oom_peak else oom_peak
         self.top = top if top != 0 else MAX_RESOURCE_AMOUNT
 
+    def last_seen(self) -> float:
+        """The pod's last accepted sample time of either resource (``_NEVER`` if none)."""
+        return self.last_ts if self.last_ts >= self.cpu_ts else self.cpu_ts
+
     def to_list(self) -> list[Any]:
-        return [
+        out: list[Any] = [
             None if self.end == _NEVER else self.end,
             self.memory_peak,
             self.oom_peak,
             None if self.last_ts == _NEVER else self.last_ts,
         ]
+        if self.cpu_ts != _NEVER:
+            out.append(self.cpu_ts)
+        return out
 
     @classmethod
     def from_list(cls, data: object) -> _MemoryWindow:
-        if not isinstance(data, list) or len(data) != 4:
-            raise ValueError("memory window: expected [end, peak, oom_peak, last_ts]")
+        # Four items: a state written before the per-pod CPU time was kept (no CPU sample yet).
+        if not isinstance(data, list) or len(data) not in (4, 5):
+            raise ValueError("memory window: expected [end, peak, oom_peak, last_ts(, cpu_ts)]")
         w = cls()
-        end, peak, oom, last = data
+        end, peak, oom, last = data[:4]
         w.end = _NEVER if end is None else _finite(end, "window end")
         w.last_ts = _NEVER if last is None else _finite(last, "window last_ts")
+        if len(data) == 5:
+            w.cpu_ts = _finite(data[4], "window cpu_ts")
         for name, v in (("peak", peak), ("oom_peak", oom)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"memory window: {name} must be an int >= 0")
@@ -102,58 +114,75 @@ class ContainerState:
 
     # -- CPU -------------------------------------------------------------------------------------
 
-    def add_cpu_samples(self, ts: float, cores: Sequence[float], cfg: VpaConfig) -> int:
-        """Add one scrape's CPU samples (average cores, one per pod) taken at ``ts``.
+    def add_cpu_samples(
+        self, ts: float, cores: Sequence[float], cfg: VpaConfig, pods: Sequence[str] | None = None
+    ) -> int:
+        """Add one scrape's CPU samples (average cores) taken at ``ts``; ``pods[i]`` took ``cores[i]``.
 
-        Reference 2.3: each sample is truncated to integer millicores (``CPUAmountFromCores``) and
-        added with constant weight 0.1 x decay; a batch whose ``ts`` is not strictly after the last
-        accepted one is a duplicate and is dropped; negative (and NaN) samples are rejected.
-        Returns the number of samples accepted.  The hot path: the decay factor is computed once
-        per batch, buckets come from a bisection over precomputed millicore thresholds, and the
-        weights are still added one by one so that float sums match upstream's bit for bit.
+        Reference 2.3.  De-duplication follows upstream's per-container rule (VPA:
+        model/container.go addCPUSample): a pod's sample is accepted only if ``ts`` is strictly
+        after that pod's last accepted CPU sample, so the pods of one scrape may arrive in one
+        batch or in several with the same ``ts``.  Without ``pods`` the batch is one unit: accepted
+        only if ``ts`` is after the aggregate's last sample.  Negative (and NaN) samples are
+        rejected before the time check, and leave the pod's last time alone (``isValid`` first).
+
+        Each sample is taken to integer millicores as the live path does (:func:`millicores_up`:
+        metrics-server's nanocore quantity, ``Quantity.MilliValue()``, which rounds up) and added
+        with constant weight 0.1 x decay.  Returns the number of samples accepted.  The hot path:
+        the decay factor is computed once per batch, buckets come from a bisection over
+        precomputed millicore thresholds, and the weights are still added one by one so that
+        float sums match upstream's bit for bit.
         """
-        last = self.last_sample_ts
-        if last is not None and not ts > last:
-            return 0
-        if not cores:
-            return 0
-        lo = min(cores)
-        hi = max(cores)
-        total_in = sum(cores)
-        if lo >= 0.0 and total_in == total_in:
-            values: Sequence[float] = cores
-        else:
-            values = [c for c in cores if c >= 0.0]
-            if not values:
-                return 0
-            lo = min(values)
-            hi = max(values)
-        h = self.cpu
         ts = float(ts)
-        w = MIN_SAMPLE_WEIGHT * h.decay_factor(ts, cfg.cpu_histogram_decay_half_life)
+        values: list[int] = []
+        if pods is None:
+            last = self.last_sample_ts
+            if last is not None and not ts > last:
+                return 0
+            for c in cores:
+                if c >= 0.0:  # NaN fails
+                    values.append(millicores_up(c))
+        else:
+            windows = self.windows
+            for pod, c in zip(pods, cores, strict=True):
+                if not c >= 0.0:
+                    continue
+                w = windows.get(pod)
+                if w is None:
+                    w = self._window(pod, ts, cfg)
+                if not ts > w.cpu_ts:  # VPA: container.go addCPUSample, MeasureStart.After(LastCPUSampleStart)
+                    continue
+                w.cpu_ts = ts
+                values.append(millicores_up(c))
+        if not values:
+            return 0
+        lo = float(min(values))
+        hi = float(max(values))
+        h = self.cpu
+        w_ = MIN_SAMPLE_WEIGHT * h.decay_factor(ts, cfg.cpu_histogram_decay_half_life)
         thresholds = _CPU_THRESHOLDS
         bucket_of = bisect_right
         h.memo = None  # the weights change below, behind DecayingHistogram's back
         h.saved = None
         weights = h.weights
         total = h.total
-        for c in values:
-            b = bucket_of(thresholds, c * 1000.0)
-            weights[b] += w
-            total += w
+        for m in values:
+            b = bucket_of(thresholds, float(m))
+            weights[b] += w_
+            total += w_
         h.total = total
         # VPA: histogram.go AddSample moves min/max only to buckets holding >= epsilon; buckets
         # only grow within a batch and bucketing is monotone, so the batch's extremes decide.
         eps = EPSILON
-        if w >= eps:
-            bmin = bucket_of(thresholds, lo * 1000.0)
-            bmax = bucket_of(thresholds, hi * 1000.0)
+        if w_ >= eps:
+            bmin = bucket_of(thresholds, lo)
+            bmax = bucket_of(thresholds, hi)
             if bmin < h.min_bucket:
                 h.min_bucket = bmin
             if bmax > h.max_bucket:
                 h.max_bucket = bmax
         else:
-            for b in {bucket_of(thresholds, c * 1000.0) for c in values}:
+            for b in {bucket_of(thresholds, float(m)) for m in values}:
                 if weights[b] >= eps:
                     if b < h.min_bucket:
                         h.min_bucket = b
@@ -161,7 +190,9 @@ class ContainerState:
                         h.max_bucket = b
         n = len(values)
         self.total_samples_count += n
-        self.last_sample_ts = ts
+        # VPA: aggregate_container_state.go addCPUSample: last = latest, first = earliest.
+        if self.last_sample_ts is None or ts > self.last_sample_ts:
+            self.last_sample_ts = ts
         if self.first_sample_ts is None or ts < self.first_sample_ts:
             self.first_sample_ts = ts
         return n
@@ -231,15 +262,25 @@ class ContainerState:
     def _window(self, pod: str, ts: float, cfg: VpaConfig) -> _MemoryWindow:
         window = self.windows.get(pod)
         if window is None:
-            # Pods come and go; upstream forgets a pod's ContainerState when the pod is deleted.
-            # Tandem cannot see deletions, so it forgets windows that ended more than one interval
-            # before this sample without being extended (the pod has been silent since).
-            horizon = ts - cfg.memory_aggregation_interval
-            stale = [p for p, w in self.windows.items() if w.end != _NEVER and w.end <= horizon]
+            # Upstream forgets a pod's ContainerState when the pod is deleted (model/cluster.go
+            # DeletePod); tandem's caller does so with :meth:`forget_pods` when it knows the pods.
+            # Without that, a pod silent for a whole aggregation window (8 days: nothing of it is
+            # left in the histograms' horizon) is forgotten here.  A shorter horizon would drop
+            # the windows of pods that stay alive through a long metrics gap, and their resumed
+            # peaks would no longer be aligned to their old window ends as upstream's are.
+            horizon = ts - cfg.memory_aggregation_window_length
+            stale = [p for p, w in self.windows.items() if w.last_seen() <= horizon]
             for p in stale:
                 del self.windows[p]
             window = self.windows[pod] = _MemoryWindow()
         return window
+
+    def forget_pods(self, live: Container[str]) -> None:
+        """Forget the per-pod state of every pod not in ``live`` (VPA: model/cluster.go DeletePod,
+        run for the pods gone from the cluster by the feeder's DeleteRemovedPods each run)."""
+        gone = [p for p in self.windows if p not in live]
+        for p in gone:
+            del self.windows[p]
 
     def _add_memory_peak(self, window: _MemoryWindow, ts: float, usage: int, is_oom: bool, cfg: VpaConfig) -> bool:
         # VPA: model/container.go addMemorySample.  OOM samples are always processed.
@@ -275,12 +316,13 @@ class ContainerState:
     def is_expired(self, now: float, cfg: VpaConfig) -> bool:
         """VPA: model/aggregate_container_state.go isExpired - no CPU sample for a whole window.
 
-        Upstream garbage-collects such aggregates (hourly); :func:`recommend` skips them and the
-        caller may drop them from its table.  An aggregate without samples never expires here
-        (upstream ages those from their creation time, which tandem does not track).
+        Upstream drops such aggregates at its hourly garbage collection, not at once
+        (:func:`collect_garbage`); until then they are still recommended.  An aggregate without
+        CPU samples never expires here: upstream ages those from their creation in wall-clock
+        time (``CreationTime = time.Now()``), which has no event-time counterpart.
         """
         last = self.last_sample_ts
-        return last is not None and now - last >= cfg.memory_aggregation_window_length
+        return self.total_samples_count > 0 and last is not None and now - last >= cfg.memory_aggregation_window_length
 
     def merge(self, other: ContainerState, cfg: VpaConfig) -> None:
         """Add ``other`` into this aggregate (VPA: aggregate_container_state.go MergeContainerState).
@@ -345,3 +387,27 @@ def merge_states(states: Iterable[ContainerState], cfg: VpaConfig) -> ContainerS
     for s in states:
         merged.merge(s, cfg)
     return merged
+
+
+#: VPA: routines/recommender_controller.go aggregateContainerStateGCInterval (a constant, not a flag).
+GC_INTERVAL: Final = 3600.0
+
+
+def collect_garbage(
+    states: dict[str, ContainerState], now: float, last_gc: float | None, cfg: VpaConfig
+) -> float | None:
+    """Drop the expired aggregates of ``states`` if a GC interval has passed since ``last_gc``.
+
+    VPA: model/cluster.go RateLimitedGarbageCollectAggregateCollectionStates, called at the end of
+    every recommender run (routines/recommender.go RunOnce, after UpdateVPAs): the first run
+    collects (``last_gc`` None, Go's zero time), then one run an hour or more after the last
+    collection.  An expired aggregate is thus still recommended until the collection after it
+    expired.  (Upstream also drops empty aggregates of pods that are gone and whose controller
+    is gone; tandem recommends for a live workload, whose controller exists, so never here.)
+    Returns the new ``last_gc``.
+    """
+    if last_gc is not None and now - last_gc < GC_INTERVAL:
+        return last_gc
+    for name in [n for n, s in states.items() if s.is_expired(now, cfg)]:
+        del states[name]
+    return now

@@ -66,8 +66,10 @@ def recommend(
     ``containers`` holds one (merged, see :func:`merge_states`) aggregate per container name.
     Pipeline (reference 2.7), per container and resource:
 
-    1. containers with scaling mode ``Off``, without CPU samples, or expired at ``now`` are left
-       out (VPA: routines GetContainerNameToAggregateStateMap; model isExpired);
+    1. containers with scaling mode ``Off`` are left out (VPA: routines/vpa.go
+       GetContainerNameToAggregateStateMap); every other aggregate given is recommended, also one
+       without CPU samples (CPU at the minimum) and one past its expiry, which upstream drops
+       only at its hourly garbage collection (:func:`~.model.collect_garbage`, the caller's);
     2. percentile of the histogram -> integer amount (target 0.9, lower 0.5, upper 0.95);
     3. + trunc(amount x margin fraction);
     4. lower x (1 + 0.001/confidence)^-2, upper x (1 + 1/confidence);
@@ -82,8 +84,6 @@ def recommend(
         state = containers[name]
         policy = _policy_for(name, policies)
         if policy is not None and policy.mode == "Off":
-            continue
-        if state.total_samples_count <= 0 or state.is_expired(now, cfg):
             continue
         active.append((name, state, policy))
     if not active:
