@@ -1,6 +1,7 @@
 """Replica history for Tortoise's min/max replicas: four weeks of per-slot peaks, bounded by construction.
 
-The seed (``seeds/tortoise-horizontal-scaling.md``) defines::
+The seed (Tortoise's "Horizontal scaling", https://github.com/mercari/tortoise/blob/main/docs/horizontal.md)
+defines::
 
     maxReplicas = max{replicas at the same time on the same weekday over the last 4 weeks} × 2
     minReplicas = max{replicas at the same time on the same weekday over the last 4 weeks} × 1/2

@@ -6,7 +6,8 @@ Two manifests map onto one :class:`HvpaSpec`:
   ``vpaWeight`` 0-100) follows the released controller (hvpa-controller v0.17.0, ``master``;
   reference ``hvpa.md`` section 2), quirks included;
 * the **seed** form (``hpaTemplate``/``vpaTemplate``, fractional ``vpaWeight`` 0-1, stage fields,
-  ``minCpuChange``...) follows ``seeds/hvpa-controller-proposal.md`` and adds its modes
+  ``minCpuChange``...) follows Gardener's "HVPA controller" proposal
+  (https://github.com/gardener/hvpa-controller/blob/master/Proposal.md) and adds its modes
   (HPA-preferred, HPA-biased, VPA-biased, mixed).
 
 Every place where the two differ is listed in ``docs/hvpa.md``.  Weights are kept as exact

@@ -242,7 +242,8 @@ def _weight(value: object, where: str, *, fractional: bool) -> Fraction:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidPolicy(where, f"expected a number, got {value!r}")
     if fractional:
-        # Seed: vpaWeight is a fraction between 0 and 1 (seeds/hvpa-controller-proposal.md).
+        # Seed: vpaWeight is a fraction between 0 and 1 ("HVPA controller" proposal, "Weight based
+        # scaling": https://github.com/gardener/hvpa-controller/blob/master/Proposal.md).
         w = Fraction(str(value))
         if not 0 <= w <= 1:
             raise InvalidPolicy(where, f"{value} is outside 0..1")
