@@ -203,11 +203,23 @@ def test_oom_in_a_later_window_is_stored_at_that_window_end() -> None:
     assert spy.ops == [("add", 2400.0 * MIB, T0 + 72 * HOUR)]
 
 
-def test_oom_before_the_open_window_is_discarded() -> None:
+def test_oom_more_than_an_interval_before_the_last_memory_sample_is_discarded() -> None:
+    # model/container_test.go TestRecordOOMDiscardsOldSample (1.8.1): 30 h before the sample
     s = ContainerState()
-    s.add_memory_sample(T0 + 48 * HOUR, 2000 * MIB, CFG)  # window [48 h, 72 h)
-    assert not s.record_oom(T0 + 47 * HOUR, 1000 * MIB, CFG)
-    assert s.record_oom(T0 + 48 * HOUR, 1000 * MIB, CFG)
+    s.add_memory_sample(T0, 1000 * MIB, CFG)
+    assert not s.record_oom(T0 - 30 * HOUR, 1000 * MIB, CFG)
+    assert not s.record_oom(T0 - 24 * HOUR - 1, 1000 * MIB, CFG)
+
+
+def test_fresh_oom_near_a_window_boundary_is_recorded() -> None:
+    # model/container_test.go TestRecordOOMFreshOOMNearWindowBoundaryIsNotDiscarded
+    # (kubernetes/autoscaler#8548): the reference is the last memory sample, not WindowEnd
+    s, spy = recording_state()
+    assert s.add_memory_sample(T0, 100 * MIB, CFG)
+    assert s.add_memory_sample(T0 + DAY, 2000 * MIB, CFG)  # window end T0 + 2 days
+    spy.ops.clear()
+    assert s.record_oom(T0 + DAY - 1, 1000 * MIB, CFG)
+    assert spy.ops == [("subtract", 2000.0 * MIB, T0 + 2 * DAY), ("add", 2400.0 * MIB, T0 + 2 * DAY)]
 
 
 def test_requests_only_caps_recommendation_to_the_container_limit() -> None:

@@ -236,8 +236,9 @@ class ContainerState:
         (Upstream's OOM observer passes the request for OOMKilled container statuses and the
         reported usage for kubelet eviction events; either goes in ``memory_bytes``.)
 
-        Reference 2.5 / VPA: model/container.go RecordOOM.  Dropped if ``ts`` is before the start
-        of the pod's open window (WindowEnd - interval).  memoryUsed = max(request, the window's
+        Reference 2.5 / VPA: model/container.go RecordOOM.  Dropped if ``ts`` is more than one
+        interval before the pod's last memory sample (1.8.1's rule, kubernetes/autoscaler#8548:
+        not WindowEnd, which can sit up to an interval ahead of the last sample).  memoryUsed = max(request, the window's
         usage peak) (not the OOM peak, to avoid runaway growth); the artificial sample is
         max(memoryUsed + oom_min_bump_up_bytes, memoryUsed x oom_bump_up_ratio), fed into the peak
         logic as an OOM sample.  ``max_memory`` (> 0) is upstream's newer per-container cap on
@@ -246,7 +247,7 @@ class ContainerState:
         ts = float(ts)
         window = self._window(pod, ts, cfg)
         interval = cfg.memory_aggregation_interval
-        if ts < window.end - interval:  # an unopened window (_NEVER) starts at no time
+        if ts < window.last_ts - interval:  # no memory sample yet (_NEVER): nothing is before it
             return False
         request = _amount(float(memory_bytes))
         memory_used = max(request, window.memory_peak)
