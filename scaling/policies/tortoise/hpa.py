@@ -3,14 +3,13 @@ history, rate-limited target utilizations, the metric list, and the HPA as last 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from ...history import replica_bounds
 from ...hpa_metrics import metric_ref, ref_key
 from ...outcome import View
-from .settings import TortoiseSettings
+from .settings import TortoiseSettings, go_regexp
 from .spec import Pair, TortoiseSpec, pair_key, split_key
 from .tick import HpaState, Tick
 
@@ -142,11 +141,12 @@ def exclude_external_metrics(t: Tick) -> None:
     """``excludeExternalMetric`` (pkg/hpa/service.go): External metrics whose name matches
     ``HPAExternalMetricExclusionRegex`` are removed whenever Tortoise writes its recommendation to
     the HPA (past GatheringData).  Go's ``MatchString`` finds the pattern anywhere in the name
-    (``re.search``); an empty setting removes nothing."""
+    (``search``), with RE2's syntax and semantics (:func:`.settings.go_regexp`); an empty setting
+    removes nothing."""
     pattern = t.st.external_exclusion
     if not pattern:
         return
-    rx = re.compile(pattern)
+    rx = go_regexp(pattern)
     _remove(t, [ref for ref in _metric_refs(t) if ref["type"] == "External" and rx.search(ref["name"])])
 
 

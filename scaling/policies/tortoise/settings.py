@@ -4,17 +4,44 @@ section of tandem's settings file, validated once."""
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import re2  # type: ignore[import-untyped]  # google-re2 ships no type hints
 
 from ...errors import InvalidPolicy
 from ...history import PERIODS, ReplicaHistory
 from ...quantity import parse_duration, parse_quantity
 from ...spelling import did_you_mean
 
-__all__ = ["FEATURES", "FEATURE_PREFERRED_MAX", "TortoiseSettings"]
+__all__ = ["FEATURES", "FEATURE_PREFERRED_MAX", "TortoiseSettings", "go_regexp"]
+
+#: RE2 without its C++ log: a refused pattern is our one error line, not also two lines of absl
+#: logging on stderr.
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+#: Compiled patterns by text: the settings hold one, used at every tick of every Tortoise.
+_COMPILED: dict[str, Any] = {}
+
+
+def go_regexp(pattern: str) -> Any:
+    """``pattern`` compiled as Tortoise compiles it: Go's ``regexp.MustCompile``, RE2 syntax.
+
+    Go's regexp package is RE2 ("The syntax of the regular expressions accepted is the same
+    general syntax used by Perl, Python, and other languages. More precisely, it is the syntax
+    accepted by RE2", https://pkg.go.dev/regexp), so Python's ``re`` reads some patterns another
+    way: ``[[:alpha:]]+`` is a POSIX class in RE2 but a set of ``[:alph`` plus ``]+`` in ``re``
+    (with a ``FutureWarning`` printed with a source line), and ``re`` accepts lookarounds and
+    backreferences that Go refuses.  google-re2 (``re2``, a C++ extension) gives RE2's own parser
+    and matcher; it is imported here in the core because the rule is the core's, and a C extension
+    is only called by mypyc's compiled code, as ``math`` is.  Raises ``re2.error``.
+    """
+    rx = _COMPILED.get(pattern)
+    if rx is None:
+        rx = _COMPILED[pattern] = re2.compile(pattern, _RE2_OPTIONS)
+    return rx
+
 
 FEATURE_PREFERRED_MAX = "VerticalScalingBasedOnPreferredMaxReplicas"
 FEATURES = (FEATURE_PREFERRED_MAX, "GoMemLimitModificationEnabled")
@@ -155,9 +182,12 @@ class TortoiseSettings:
                 + (" (quote it: Tortoise would take its literal text, which tandem cannot see)" if scalar else ""),
             )
         try:
-            re.compile(regex)
-        except re.error as exc:
-            raise InvalidPolicy("tortoise.HPAExternalMetricExclusionRegex", str(exc)) from None
+            go_regexp(regex)
+        except re2.error as exc:
+            why = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+            raise InvalidPolicy(
+                "tortoise.HPAExternalMetricExclusionRegex", f"not a Go (RE2) regular expression: {why}"
+            ) from None
         for key in ("DefaultHPABehavior",):
             if raw.get(key) is not None and not isinstance(raw[key], Mapping):
                 raise InvalidPolicy(f"tortoise.{key}", "expected an HPA behavior object")
