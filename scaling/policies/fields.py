@@ -11,21 +11,27 @@ trees, so the API server refuses (under strict field validation) exactly what ta
 The trees are the union of the upstream types (gardener/hvpa-controller ``api/v1alpha1``,
 mercari/tortoise ``api/v1beta3``, ``k8s.io/api/autoscaling/v2`` and ``v2beta1``, the VPA's
 ``autoscaling.k8s.io/v1``) and of the forms tandem reads on top (the HVPA proposal's seed form):
-whatever upstream accepts is accepted.  Types are given where upstream fixes them; bounds never
-(the parsers check values, and upstream has none of its own to copy).  ``metadata`` and
-``status`` stay open: the API server owns them.
+whatever upstream accepts is accepted.  Types are given where upstream fixes them.  Bounds
+(``minimum``/``maximum``, ``enum``, ``pattern``) and cross-field rules (:class:`AtMost`: minReplicas
+<= maxReplicas) are declared here for the values the kinds' parsers refuse: :func:`check_fields`
+enforces them with the parsers' own words before a kind's parser runs, and the generator writes
+them into the CRDs (``x-kubernetes-validations`` CEL for the rules), so that the API server refuses
+an out-of-range value at ``kubectl apply`` and names the field, as tandem would.  A parser may be
+stricter than its declaration (the seed form's fractional ``vpaWeight`` within the 0..100 of the
+released form), never looser.  ``metadata`` and ``status`` stay open: the API server owns them.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidPolicy
 
-__all__ = ["KIND_FIELDS", "Arr", "Leaf", "Map", "Node", "Obj", "check_fields", "manifest_tree"]
+__all__ = ["KIND_FIELDS", "Arr", "AtMost", "Leaf", "Map", "Node", "Obj", "check_fields", "manifest_tree"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +41,29 @@ class Leaf:
     description: str = ""
     #: The values upstream allows (its ``+kubebuilder:validation:Enum``), if it fixes them.
     enum: tuple[str, ...] = ()
+    #: Inclusive bounds of a number (``integer``/``number``), where the parser has them.
+    minimum: int | None = None
+    maximum: int | None = None
+    #: A regular expression a string must match (anchored; ECMA 262 and Python alike).
+    pattern: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AtMost:
+    """A cross-field rule of an object: ``lower`` is at most ``upper`` when both are set
+    (minReplicas <= maxReplicas); an ``x-kubernetes-validations`` CEL rule in the CRD."""
+
+    lower: str
+    upper: str
+
+    @property
+    def cel(self) -> str:
+        lo, hi = self.lower, self.upper
+        return f"!has(self.{lo}) || !has(self.{hi}) || self.{lo} <= self.{hi}"
+
+    @property
+    def message(self) -> str:
+        return f"{self.upper} must not be below {self.lower}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +75,7 @@ class Obj:
     description: str = ""
     #: Keys match whatever their case (the seed form's ``MinAllowed``: ``scaling.policies.hvpa._ci_get``).
     fold: bool = False
+    rules: tuple[AtMost, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +105,21 @@ NUMERIC = Leaf("any", "a number, or a string holding one")
 OPEN = Obj({}, open=True)
 
 
-def _obj(description: str = "", required: tuple[str, ...] = (), **fields: Node) -> Obj:
-    return Obj(fields, required=required, description=description)
+def _obj(description: str = "", required: tuple[str, ...] = (), rules: tuple[AtMost, ...] = (), **fields: Node) -> Obj:
+    return Obj(fields, required=required, description=description, rules=rules)
+
+
+#: An integer of at least 0, of at least 1 (replica counts: the HPA's ``minReplicas``/``maxReplicas``).
+COUNT = Leaf("integer", minimum=0)
+REPLICAS = Leaf("integer", minimum=1)
+#: minReplicas <= maxReplicas (the HPA API's own validation; every kind's parser).
+MIN_MAX = AtMost("minReplicas", "maxReplicas")
+#: A Go ``time.Duration`` (``3m``, ``1h30m``, ``0``), as ``scaling.quantity.parse_duration`` reads it.
+DURATION = Leaf(
+    "string",
+    "a duration (like '3m' or '1h30m')",
+    pattern=r"^(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|µs|ms|s|m|h))+)$",
+)
 
 
 # --- shared Kubernetes types (k8s.io/api, k8s.io/apimachinery) ----------------------------------
@@ -126,12 +169,13 @@ SCALING_RULES = _obj(
 HPA_BEHAVIOR = _obj(scaleUp=SCALING_RULES, scaleDown=SCALING_RULES)
 #: HorizontalPodAutoscalerSpec (v2; ``targetCPUUtilizationPercentage`` from v1).
 HPA_SPEC = _obj(
+    rules=(MIN_MAX,),
     scaleTargetRef=TARGET_REF,
-    minReplicas=INT,
-    maxReplicas=INT,
+    minReplicas=REPLICAS,
+    maxReplicas=REPLICAS,
     metrics=Arr(METRIC_SPEC),
     behavior=HPA_BEHAVIOR,
-    targetCPUUtilizationPercentage=INT,
+    targetCPUUtilizationPercentage=Leaf("integer", minimum=1),
 )
 CONTAINER_POLICY = Obj(
     {
@@ -159,12 +203,13 @@ VPA_SPEC = _obj(
 
 # --- Gardener HVPA (api/v1alpha1/hvpa_types.go) ----------------------------------------------
 
-CHANGE_PARAMS = _obj(value=STR, percentage=INT)
+CHANGE_PARAMS = _obj(value=STR, percentage=COUNT)
 SCALE_PARAMS = _obj(cpu=CHANGE_PARAMS, memory=CHANGE_PARAMS, replicas=CHANGE_PARAMS)
-UPDATE_POLICY = _obj(updateMode=STR)
-SCALE_TYPE = _obj(updatePolicy=UPDATE_POLICY, minChange=SCALE_PARAMS, stabilizationDuration=STR)
+#: HVPA's ``UpdateMode`` (``scaling.policies.hvpa.spec.UPDATE_MODES``).
+UPDATE_POLICY = _obj(updateMode=Leaf("string", enum=("Auto", "Off", "MaintenanceWindow")))
+SCALE_TYPE = _obj(updatePolicy=UPDATE_POLICY, minChange=SCALE_PARAMS, stabilizationDuration=DURATION)
 HPA_TEMPLATE_SPEC = _obj(
-    minReplicas=INT, maxReplicas=INT, metrics=Arr(METRIC_SPEC), behavior=HPA_BEHAVIOR
+    rules=(MIN_MAX,), minReplicas=REPLICAS, maxReplicas=REPLICAS, metrics=Arr(METRIC_SPEC), behavior=HPA_BEHAVIOR
 )  # behavior: tandem reads it too (autoscaling/v2)
 HVPA_HPA = _obj(
     selector=LABEL_SELECTOR,
@@ -182,9 +227,11 @@ HVPA_VPA = _obj(
     limitsRequestsGapScaleParams=SCALE_PARAMS,
 )
 WEIGHT_INTERVAL = _obj(
-    vpaWeight=Leaf("number", "0..100 (released), or a fraction 0..1 (the proposal's seed form)"),
-    startReplicaCount=INT,
-    lastReplicaCount=INT,
+    vpaWeight=Leaf(
+        "number", "0..100 (released), or a fraction 0..1 (the proposal's seed form)", minimum=0, maximum=100
+    ),
+    startReplicaCount=COUNT,
+    lastReplicaCount=COUNT,
 )
 HVPA_RELEASED: dict[str, Node] = dict(
     replicas=INT,
@@ -196,25 +243,26 @@ HVPA_RELEASED: dict[str, Node] = dict(
 )
 _STAGES = ("stageTwoStartReplicaCount", "stageTwoStopReplicaCount")
 _STAGE_WEIGHTS = ("firstStageVpaWeight", "secondStageVpaWeight", "thirdStageVpaWeight")
+_FRACTION = Leaf("number", "a fraction 0..1", minimum=0, maximum=1)
 #: The HVPA proposal's seed form, which tandem reads in the same group (``scaling.policies.hvpa``).
 HVPA_SEED: dict[str, Node] = dict(
     hpaTemplate=HPA_SPEC,
     hpaSpec=HPA_SPEC,
     vpaTemplate=VPA_SPEC,
     vpaSpec=VPA_SPEC,
-    mode=STR,
-    mixed=_obj(prefer=STR, replicaThreshold=INT, resourceThreshold=SCALE_PARAMS),
-    scaleUpStabilizationWindow=STR,
-    scaleDownStabilizationWindow=STR,
-    scaleUpDelay=STR,
-    scaleDownDelay=STR,
+    mode=Leaf("string", enum=("WeightBased", "HpaPreferred", "HpaBiased", "VpaBiased", "Mixed")),
+    mixed=_obj(prefer=STR, replicaThreshold=COUNT, resourceThreshold=SCALE_PARAMS),
+    scaleUpStabilizationWindow=DURATION,
+    scaleDownStabilizationWindow=DURATION,
+    scaleUpDelay=DURATION,
+    scaleDownDelay=DURATION,
     minCpuChange=CHANGE_PARAMS,
     minMemChange=CHANGE_PARAMS,
     scaleTargetRef=TARGET_REF,
-    **{n: INT for n in _STAGES},
-    **{n[0].upper() + n[1:]: INT for n in _STAGES},
-    **{n: NUM for n in _STAGE_WEIGHTS},
-    **{n[0].upper() + n[1:]: NUM for n in _STAGE_WEIGHTS},
+    **{n: COUNT for n in _STAGES},
+    **{n[0].upper() + n[1:]: COUNT for n in _STAGES},
+    **{n: _FRACTION for n in _STAGE_WEIGHTS},
+    **{n[0].upper() + n[1:]: _FRACTION for n in _STAGE_WEIGHTS},
 )
 #: ``targetRef`` is not required: the seed form may name the target in ``hpaTemplate.scaleTargetRef``.
 HVPA_SPEC = Obj({**HVPA_RELEASED, **HVPA_SEED})
@@ -225,7 +273,14 @@ HVPA_V2_SPEC = Obj(
         **HVPA_RELEASED,
         "scaleUp": SCALE_TYPE,
         "scaleDown": SCALE_TYPE,
-        "scaleIntervals": Arr(_obj(maxReplicas=INT, maxCpu=QTY, maxMemory=QTY, effectiveIntervalExtrapolation=STR)),
+        "scaleIntervals": Arr(
+            _obj(
+                maxReplicas=REPLICAS,
+                maxCpu=QTY,
+                maxMemory=QTY,
+                effectiveIntervalExtrapolation=Leaf("string", enum=("linear", "horizontalOnly")),
+            )
+        ),
         "scalingIntervalsOverlap": SCALE_PARAMS,
         "baseResourcesPerReplica": SCALE_PARAMS,
     },
@@ -254,7 +309,7 @@ TORTOISE_SPEC = _obj(
             policy=Map(Leaf("string", enum=("Off", "Horizontal", "Vertical"))),
         )
     ),
-    maxReplicas=INT,
+    maxReplicas=REPLICAS,
     horizontalPodAutoscalerBehavior=HPA_BEHAVIOR,
 )
 
@@ -262,13 +317,14 @@ TORTOISE_SPEC = _obj(
 
 CUSTOM_HPA_SPEC = _obj(
     required=("minReplicas", "maxReplicas"),
+    rules=(MIN_MAX,),
     target=_obj(deployment=STR, namespace=STR, value=NUMERIC),
     targetRef=TARGET_REF,
     scaleTargetRef=TARGET_REF,
     metric=_obj(series=STR),
     prometheus=_obj(url=STR, query=STR),
-    minReplicas=INT,
-    maxReplicas=INT,
+    minReplicas=COUNT,
+    maxReplicas=REPLICAS,
     controlLoopPeriod=NUMERIC,
     dryRun=BOOL,
     behavior=_obj(
@@ -307,8 +363,45 @@ def _closest(name: str, known: list[str]) -> str:
     return f" (did you mean {near[0]}?)" if near else f" (known: {', '.join(sorted(known))})"
 
 
+#: The largest integer a parser takes (``scaling.policies.base.int_field``'s default bound).
+_MAX_INT32 = 2**31 - 1
+
+
+def _check_leaf(value: Any, leaf: Leaf, path: str) -> None:
+    """The declared bounds of ``leaf``, in the parsers' words (a wrong type is the parser's to name)."""
+    if leaf.enum and isinstance(value, str) and value not in leaf.enum:
+        raise InvalidPolicy(path, f"{value!r} is not one of {', '.join(leaf.enum)}")
+    if leaf.pattern and isinstance(value, str) and re.search(leaf.pattern, value) is None:
+        raise InvalidPolicy(path, f"{value!r} is not {leaf.description or 'of the form ' + leaf.pattern}")
+    if (leaf.minimum is not None or leaf.maximum is not None) and isinstance(value, int | float):
+        if isinstance(value, bool):
+            return
+        lo = leaf.minimum if leaf.minimum is not None else -_MAX_INT32
+        hi = leaf.maximum if leaf.maximum is not None else _MAX_INT32
+        if not lo <= value <= hi:
+            raise InvalidPolicy(path, f"{value} is outside {lo}..{hi}")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_rules(value: Mapping[str, Any], node: Obj, path: str) -> None:
+    for rule in node.rules:
+        if rule.lower not in value or rule.upper not in value:
+            continue
+        lo, hi = value[rule.lower], value[rule.upper]
+        if not (_is_number(lo) and _is_number(hi)):
+            continue  # a wrong type: the parser's to name
+        if lo > hi:
+            where = f"{path}.{rule.upper}" if path else rule.upper
+            raise InvalidPolicy(where, f"{hi} is below {rule.lower} {lo}")
+
+
 def _walk(value: Any, node: Node, path: str) -> None:
-    if isinstance(node, Obj):
+    if isinstance(node, Leaf):
+        _check_leaf(value, node, path)
+    elif isinstance(node, Obj):
         if node.open or not isinstance(value, Mapping):
             return  # a wrong type is the parser's to name
         folded = {k.lower(): v for k, v in node.fields.items()} if node.fold else {}
@@ -320,6 +413,7 @@ def _walk(value: Any, node: Node, path: str) -> None:
             if sub is None:
                 raise InvalidPolicy(where, "unknown field" + _closest(str(key), list(node.fields)))
             _walk(item, sub, where)
+        _check_rules(value, node, path)
     elif isinstance(node, Arr):
         if isinstance(value, list):
             for i, item in enumerate(value):
