@@ -299,3 +299,23 @@ def test_no_kubeconfig_at_all_says_where_it_looked(
             f"not in a pod (in-cluster: Service host/port is not set); {FIX}"
         ],
     )
+
+
+def test_the_last_scaling_column_says_it_is_event_time() -> None:
+    # kubectl shows LAST SCALING older than AGE for a replayed stream: the column's description
+    # (served in the Table's columnDefinitions) says why.
+    columns = {}
+    for crd in sorted((ROOT / "deploy" / "crds").glob("*.yaml")):
+        for version in yaml.safe_load(crd.read_text())["spec"]["versions"]:
+            for column in version.get("additionalPrinterColumns", []):
+                if column["name"] == "Last Scaling":
+                    columns[(crd.name, version["name"])] = column.get("description")
+    assert sorted({name for name, _ in columns}) == [
+        "customhpa.autoscaling.tandem.dev.yaml",
+        "hvpa.autoscaling.gardener.cloud.yaml",
+        "hvpa.autoscaling.k8s.io.yaml",
+    ]
+    assert set(columns.values()) == {
+        "Event time of the tick that last scaled the workload (the time of the metrics it decided on), not when "
+        "the change was applied: older than AGE for a replayed or lagging stream"
+    }
