@@ -58,7 +58,15 @@ def run(args: argparse.Namespace) -> int:
         width = max(len(r["topic"]) for r in rows)
         print(f"{'TOPIC':<{width}}  PARTITIONS  CLEANUP  RETENTION")
         status = 0
+        user = settings.security.username
+        who = f"user {user}" if user else "this client"
+        hidden = 0
         for r in rows:
+            if r["partitions"] is None and not r["visible"]:
+                # No Describe ACL: it may well exist (Kafka does not say, to a user who may not see it).
+                print(f"{r['topic']:<{width}}  not visible to {who}")
+                hidden += 1
+                continue
             if r["partitions"] is None:
                 print(f"{r['topic']:<{width}}  {'missing':>10}")
                 status = 1
@@ -67,6 +75,12 @@ def run(args: argparse.Namespace) -> int:
             print(
                 f"{r['topic']:<{width}}  {r['partitions']:>10}  {r['cleanup.policy'] or '-':<7}  "
                 f"{_retention(r['retention.ms']) if r['cleanup.policy'] != 'compact' else '-'}{flag}"
+            )
+        if hidden:
+            print(
+                f"tandem topics: {hidden} topic(s) not visible to {who} (no Describe ACL on them); "
+                "they may exist: list them as a user that may describe them",
+                file=sys.stderr,
             )
         return status
     except Exception as exc:  # a broker that cannot be reached, a refused creation...

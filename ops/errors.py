@@ -27,8 +27,17 @@ _BROKER_ERRNO = re.compile(r"\[Error (-?\d+)\] ")
 
 
 def describe(exc: BaseException) -> str:
-    """``"<ClassName>: <message>"`` with the class named once, on one line, never an empty message."""
-    return _describe(exc, _MAX_CAUSES)
+    """``"<ClassName>: <message>"`` with the class named once, on one line, never an empty message.
+
+    aiokafka's ``Unable to bootstrap`` after a refused SASL login says so first, with the user
+    and the mechanism (:func:`streams.kafkalog.bootstrap_failure`): the reason is otherwise only
+    in an earlier aiokafka log line.
+    """
+    from streams.kafkalog import bootstrap_failure
+
+    line = _describe(exc, _MAX_CAUSES)
+    why = bootstrap_failure(exc)
+    return f"{why} ({line})" if why else line
 
 
 def _describe(exc: BaseException, depth: int) -> str:

@@ -38,6 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import kafkalog
+
+# aiokafka logs the SASL exchange at debug level: redacted from the first import of the Kafka
+# settings, before any client exists (streams/kafkalog.py).
+kafkalog.install()
+
 __all__ = [
     "SASL_MECHANISMS",
     "SECURITY_PROTOCOLS",
@@ -165,10 +171,11 @@ class KafkaSecurity:
         if context is not None:
             kwargs["ssl_context"] = context
         if self.sasl:
-            assert self.password is not None
+            assert self.password is not None and self.username is not None and self.mechanism is not None
             kwargs["sasl_mechanism"] = self.mechanism
             kwargs["sasl_plain_username"] = self.username
             kwargs["sasl_plain_password"] = self.password.reveal()
+            kafkalog.note_identity(self.username, self.mechanism)
         return kwargs
 
     def faust_credentials(self) -> Any:
@@ -183,7 +190,8 @@ class KafkaSecurity:
 
         context = self.ssl_context()
         if self.sasl:
-            assert self.password is not None
+            assert self.password is not None and self.username is not None and self.mechanism is not None
+            kafkalog.note_identity(self.username, self.mechanism)
             # SASLCredentials takes SASL_SSL when it has a TLS context and SASL_PLAINTEXT without.
             return SASLCredentials(
                 username=self.username, password=self.password.reveal(), ssl_context=context, mechanism=self.mechanism

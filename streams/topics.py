@@ -179,17 +179,38 @@ async def ensure_topics(
         await admin.close()
 
 
+#: Kafka's TOPIC_AUTHORIZATION_FAILED (https://kafka.apache.org/protocol#protocol_error_codes).
+_TOPIC_AUTHORIZATION_FAILED = 29
+
+
 async def list_topics(settings: KafkaSettings) -> list[dict[str, Any]]:
-    """One row per topic of section 2: name, partitions (None when missing), cleanup policy, retention."""
+    """One row per topic of section 2: name, partitions (None when not listed), cleanup policy,
+    retention, and ``visible``: False for a topic the user may not describe.
+
+    A broker lists only the topics the user has Describe on, so a topic missing from the listing
+    may exist: asking for its configuration tells the two apart (``TOPIC_AUTHORIZATION_FAILED``
+    for a topic the user may not see, whether or not it exists, as Kafka answers so as not to
+    reveal it; ``UNKNOWN_TOPIC_OR_PARTITION`` for one that is missing), without the metadata
+    request that could auto-create it.
+    """
     from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
     specs = topic_specs(settings.prefix, settings.retention_ms, settings.actuator_clusters)
     admin = AIOKafkaAdminClient(**settings.client_kwargs())
     await admin.start()
+    hidden: set[str] = set()
     try:
         described = {t["topic"]: t for t in await admin.describe_topics()}
         present = [s.name for s in specs if s.name in described and described[s.name]["error_code"] == 0]
+        absent = [s.name for s in specs if s.name not in present]
+        if absent:
+            for response in await admin.describe_configs(
+                [ConfigResource(ConfigResourceType.TOPIC, name) for name in absent]
+            ):
+                for resource in response.resources:
+                    if resource[0] == _TOPIC_AUTHORIZATION_FAILED:
+                        hidden.add(resource[3])
         configs: dict[str, dict[str, str]] = {}
         if present:
             responses = await admin.describe_configs(
@@ -209,6 +230,7 @@ async def list_topics(settings: KafkaSettings) -> list[dict[str, Any]]:
                 "partitions": len(described[s.name]["partitions"]) if s.name in present else None,
                 "cleanup.policy": cfg.get("cleanup.policy"),
                 "retention.ms": cfg.get("retention.ms"),
+                "visible": s.name not in hidden,
                 "expected": {"partitions": settings.partitions, **s.configs},
             }
         )

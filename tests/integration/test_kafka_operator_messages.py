@@ -1,0 +1,105 @@
+"""What an operator reads from tandem against the SASL_SSL broker with ACLs (issue 29, items 4 and 5).
+
+* No SCRAM material (nonces, salt, iteration count, client proof) and no password in the log, even
+  at debug level, where aiokafka logs every request and response (streams/kafkalog.py).
+* A wrong password is one line of tandem's own: authentication failed, for which user and mechanism
+  (aiokafka's ``Unable to bootstrap`` alone does not say why).
+* ``tandem topics list`` as a user without Describe on the topics says they are not visible to that
+  user, not that they are missing; a topic that really is missing is still "missing".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import uuid
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+
+from cli.main import main
+from streams.topics import ensure_topics
+from tests.fixtures.kafka_secure import SecureBroker
+from tests.integration.test_kafka_security import security, settings_for
+
+pytestmark = pytest.mark.kafka
+
+TOPICS = ("metrics", "workloads", "hpa", "vpa", "policies", "actuator", "audit", "deadletter")
+
+
+def topics_list(broker: SecureBroker, user: str, prefix: str, password_file: Path) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    argv = [
+        "topics", "list", "--broker", broker.bootstrap, "--topic-prefix", prefix, "--partitions", "1",
+        "--security-protocol", "SASL_SSL", "--ssl-cafile", str(broker.ca_file),
+        "--sasl-mechanism", "SCRAM-SHA-512", "--sasl-username", user, "--sasl-password-file", str(password_file),
+    ]  # fmt: skip
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_the_debug_log_of_a_scram_login_holds_no_scram_material(
+    secure_kafka: SecureBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def go() -> None:
+        admin = AIOKafkaAdminClient(
+            bootstrap_servers=secure_kafka.bootstrap, **security(secure_kafka, "admin").aiokafka_kwargs()
+        )
+        await admin.start()
+        try:
+            await admin.describe_topics()
+        finally:
+            await admin.close()
+
+    with caplog.at_level(logging.DEBUG):
+        asyncio.run(go())
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    # The exchange was logged (so this test can fail), its payload never.
+    assert text.count("SaslAuthenticateRequest_v1(<redacted>)") >= 2, text[-3000:]
+    assert text.count("SaslAuthenticateResponse_v1(<redacted>)") >= 2, text[-3000:]
+    assert "sasl_auth_bytes" not in text
+    for marker in ("c=biws", ",p=", ",s=", ",i=4096", "r=", secure_kafka.passwords["admin"]):
+        assert marker not in text, marker
+    assert "Authenticated as admin via SCRAM-SHA-512" in text
+
+
+def test_a_wrong_password_is_one_line_naming_the_user_and_the_mechanism(
+    secure_kafka: SecureBroker, tmp_path: Path
+) -> None:
+    wrong = tmp_path / "wrong"
+    wrong.write_text("not-the-password\n")
+    code, out, err = topics_list(secure_kafka, "worker", "t.", wrong)
+    assert (code, out) == (1, "")
+    [line] = err.splitlines()
+    host, port = secure_kafka.bootstrap.rsplit(":", 1)
+    assert line.startswith(
+        f"tandem topics: Kafka authentication failed for user 'worker' with SCRAM-SHA-512 at {host}:{port}: "
+        "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512 "
+        "(KafkaConnectionError: Unable to bootstrap from "
+    ), line
+    assert "not-the-password" not in err
+
+
+def test_topics_list_says_topics_are_not_visible_to_a_user_without_describe(secure_kafka: SecureBroker) -> None:
+    prefix = f"v{uuid.uuid4().hex[:6]}."
+    asyncio.run(ensure_topics(settings_for(secure_kafka, "admin", prefix)))
+    code, out, err = topics_list(secure_kafka, "rogue", prefix, secure_kafka.password_file("rogue"))
+    assert code == 0, err  # nothing is wrong with the topics: this user may not see them
+    rows = out.splitlines()
+    assert rows[1:] == [f"{prefix}{t:<{len('deadletter')}}  not visible to user rogue" for t in TOPICS]
+    assert err == (
+        "tandem topics: 8 topic(s) not visible to user rogue (no Describe ACL on them); "
+        "they may exist: list them as a user that may describe them\n"
+    )
+
+
+def test_topics_list_still_says_missing_for_a_topic_that_is_missing(secure_kafka: SecureBroker) -> None:
+    prefix = f"m{uuid.uuid4().hex[:6]}."
+    code, out, err = topics_list(secure_kafka, "admin", prefix, secure_kafka.password_file("admin"))
+    assert code == 1
+    assert [line.split()[-1] for line in out.splitlines()[1:]] == ["missing"] * len(TOPICS)
+    assert "not visible" not in out + err
