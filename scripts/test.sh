@@ -6,7 +6,7 @@
 #
 #   scripts/test.sh                 # everything
 #   scripts/test.sh -m "not kafka and not kube" tests/unit   # any pytest arguments
-#   TANDEM_FAST=1 scripts/test.sh ...   # no Kafka, kube or compiled-core build: pytest at once
+#   TANDEM_FAST=1 scripts/test.sh ...   # no Kafka, kube, image or compiled-core build: pytest at once
 #   TANDEM_NO_COMPILE=1 scripts/test.sh # everything but building the compiled core
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,7 +49,7 @@ fi
 export PATH="$PWD/$venv/bin:$PATH"
 
 if [ -n "${TANDEM_FAST:-}" ]; then
-  exec "$venv/bin/python" -m pytest -m "not kafka and not kube" "$@"
+  exec "$venv/bin/python" -m pytest -m "not kafka and not kube and not image" "$@"
 fi
 started=$SECONDS
 
@@ -69,6 +69,11 @@ if [ -z "${TANDEM_NO_APT:-}" ] && ! command -v chromium >/dev/null && [ "$(id -u
   echo "scripts/test.sh: installing Debian's chromium with apt-get (as root) for the report screenshot test" >&2
   quiet "installing chromium" sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium' || \
     echo "scripts/test.sh: chromium could not be installed; the screenshot test will skip" >&2
+fi
+# buildah and mmdebstrap build the container image from the Dockerfile on a Debian base made here
+# (tests/integration/test_image.py; scripts/image.sh prints its own times).
+if [ -z "${TANDEM_NO_APT:-}" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  scripts/image.sh tools >&2 || echo "scripts/test.sh: buildah could not be installed; the image tests will skip" >&2
 fi
 
 # The optional compiled core (scripts/build_core.py: mypyc over scaling/, cached by a digest of the
