@@ -73,7 +73,8 @@ fi
 # buildah and mmdebstrap build the container image from the Dockerfile on a Debian base made here
 # (tests/integration/test_image.py; scripts/image.sh prints its own times).
 if [ -z "${TANDEM_NO_APT:-}" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  scripts/image.sh tools >&2 || echo "scripts/test.sh: buildah could not be installed; the image tests will skip" >&2
+  quiet "installing buildah" scripts/image.sh tools ||
+    echo "scripts/test.sh: buildah could not be installed; the image tests will skip" >&2
 fi
 
 # The optional compiled core (scripts/build_core.py: mypyc over scaling/, cached by a digest of the
