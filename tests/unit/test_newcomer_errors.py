@@ -319,3 +319,25 @@ def test_the_last_scaling_column_says_it_is_event_time() -> None:
         "Event time of the tick that last scaled the workload (the time of the metrics it decided on), not when "
         "the change was applied: older than AGE for a replayed or lagging stream"
     }
+
+
+def test_the_html_report_counts_held_back_changes_in_the_same_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import html
+
+    import orjson
+
+    out = tmp_path / "r"
+    code, _ = run(capsys, "report", str(EXAMPLE), "--policy", str(POLICIES), "--out", str(out), "--png", "none")
+    assert code == 0
+    page = html.unescape((out / "index.html").read_text())
+    for key in ("eu-1/shop/Deployment/api", "eu-1/shop/Deployment/web", "us-2/media/Deployment/encoder"):
+        reasons: dict[str, int] = {}
+        for line in (out / "audit.jsonl").read_bytes().splitlines():
+            e = orjson.loads(line)
+            if e["subject"] == key:
+                for b in e["data"].get("blocked", ()):
+                    reasons[b["reason"]] = reasons.get(b["reason"], 0) + 1
+        per = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+        assert f" · in them {sum(reasons.values())} change(s) held back, one per target ({per})</div>" in page
