@@ -361,12 +361,7 @@ def load_command_inputs(
     says that the policy passed was refused, rather than to pass one).
     """
     warn = report if report is not None else (lambda msg: print(msg, file=sys.stderr))
-    for path in files:
-        if check_stream(path):
-            msg = f"{path}: empty file, no event to read"
-            if strict:
-                raise EmptyStream(msg)
-            warn(f"{msg} (a warning; --strict makes it an error)")
+    empty = [path for path in files if check_stream(path)]  # said after the policies: they matter more
     try:
         settings = load_core_settings(config, cluster, sync_period)
     except (OSError, ValueError) as exc:
@@ -393,6 +388,11 @@ def load_command_inputs(
                 continue
             manifests.append(doc)
             kept.append(doc)
+    for path in empty:
+        msg = f"{path}: empty file, no event to read"
+        if strict:
+            raise EmptyStream(msg)
+        warn(f"{msg} (a warning; --strict makes it an error)")
     return settings, manifests
 
 
