@@ -57,6 +57,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import orjson
 from aiokafka.structs import TopicPartition
 from faust.types import TP
 
@@ -78,12 +79,13 @@ from agents.fence import (
 from agents.heap import PATIENCE, HeapPolicy
 from agents.settings import MAX_SLOT_BYTES, STATE_TABLE, WorkerSettings
 from agents.stall import StallWatch
-from scaling.cloudevents import BLOCKED, DECISION
+from scaling.cloudevents import BLOCKED, DECISION, rfc3339
 from scaling.errors import InvalidEvent
 from scaling.events import decode_event
+from scaling.vocabulary import WATERMARK
 from schemas.codec import encode, loads
 from streams.deadletter import deadletter_record
-from streams.merge import KINDS, Merger, Output, Rejected, Slot, check_routing, tombstone
+from streams.merge import KINDS, Merger, Output, Rejected, Slot, check_routing, decode_watermark, tombstone
 from streams.topics import TOPIC_OF_TYPE, actuator_topic, topic_name
 
 __all__ = ["MAX_SLOT_BYTES", "Pipeline", "install"]
@@ -91,6 +93,8 @@ __all__ = ["MAX_SLOT_BYTES", "Pipeline", "install"]
 #: Audit event types an applier only reports (policy status, Events), never applies; a dry-run
 #: decision is one too (its ``dry_run`` flag says so).
 STATUS_ONLY = frozenset({BLOCKED, DECISION})
+#: The state table's key of a partition's watermarks (``MARKS_KEY + b"3"``); no workload key starts with "~".
+MARKS_KEY = b"~watermarks/"
 
 #: Input types whose topics have no offset gaps (time retention, non-transactional producers);
 #: workloads and policies are compacted, so gaps there are normal.
@@ -436,6 +440,15 @@ class Pipeline:
                         event = decode_event(raw)
                     else:
                         raw = loads(value)
+                        if type(raw) is dict and raw.get("type") == WATERMARK:
+                            # A producer's promise about its cluster's events here (docs/worker.md).
+                            cluster, mark_ts = decode_watermark(msg.key, raw)
+                            if self.keyring is not None:  # a forged mark would release events early
+                                self.keyring.verify(kind, msg.key, value, msg.headers, cluster)
+                            merger.mark(partition, kind, msg.offset, cluster, mark_ts, now)
+                            self.stats["watermarks"] += 1
+                            touched.add(partition)
+                            continue
                         if kind in _OWN and type(raw) is dict and raw.get("source") == "tandem":
                             # tandem's own recommendation coming back: the core ignores it (section
                             # 6), and its ts (the tick it was made at) must not hold the merge back.
@@ -673,8 +686,15 @@ class Pipeline:
         self.merger.reset()
         self.assigned = self._assigned_partitions()
         loaded = 0
-        for _key, value in self.table.items():
+        for key, value in self.table.items():
             if value is None:
+                continue
+            if isinstance(key, str):
+                key = key.encode()
+            if key.startswith(MARKS_KEY):
+                partition = int(key[len(MARKS_KEY) :])
+                if partition in self.assigned:
+                    self.merger.load_marks(partition, orjson.loads(value)["watermarks"])
                 continue
             slot = Slot.from_bytes(value)
             if slot.partition in self.assigned:
@@ -831,6 +851,20 @@ class Pipeline:
         """
         if not out and not rejects:
             return
+        for late in out.late:
+            # Never silent (issue #28): the audit has its report, the metrics count it, and the log
+            # says where it came from, for the operator matching it with a rebalance or a stall.
+            self.stats["late"] += 1
+            log.info(
+                "tandem worker: late input %s[%d]@%d for %s: ts %s belongs to tick %s, already decided through %s",
+                self.topic_of_kind[late.kind],
+                late.partition,
+                late.offset,
+                late.key,
+                rfc3339(late.ts),
+                rfc3339(late.tick),
+                rfc3339(late.decided),
+            )
         send = self.app.producer.send
         futures = []
         for key, kind, ev in out.emitted:
@@ -880,6 +914,8 @@ class Pipeline:
             metrics.observe_rejected(kind)
         for r in out.rejected:
             metrics.observe_rejected(r.kind)
+        for late in out.late:
+            metrics.observe_late(late.kind)
         for _, kind, ev in out.emitted:
             if kind == "audit":
                 metrics.observe_emitted(ev, arrived)
@@ -1011,6 +1047,21 @@ class Pipeline:
         """
         merger = self.merger
         keys = merger.take_writes(everything)
+        marks = merger.take_marks()
+        if marks:
+            # A partition's producers' watermarks, before the records that carried them are
+            # acknowledged: their successor reads them again from here, not from the topics.
+            table = self.table
+            anchor_topic = self.topic_of_kind["metric"]
+            for partition, by_cluster in marks.items():
+                anchor = _PartitionEvent(anchor_topic, partition)  # held: the context keeps a weak reference
+                token = current_event.set(weakref.ref(anchor))  # type: ignore[arg-type]
+                try:
+                    table[MARKS_KEY + str(partition).encode()] = orjson.dumps(
+                        {"v": 1, "partition": partition, "watermarks": by_cluster}
+                    )
+                finally:
+                    current_event.reset(token)
         if not keys:
             return self.table.take_unconfirmed()
         by_partition: dict[int, list[Slot]] = defaultdict(list)

@@ -14,7 +14,7 @@ from scaling.engine import policy_event
 from scaling.errors import InvalidEvent
 from scaling.vocabulary import EVENT_TYPES
 from streams.inputs import UsageError, load_command_inputs
-from streams.publish import messages, publish, warn_retention
+from streams.publish import WATERMARK_EVERY, messages, publish, warn_retention
 from streams.runner import ReplayStats, StrictError, read_sorted
 from streams.settings import add_input_signing_options, add_kafka_options, kafka_settings
 from streams.topics import TopicMismatch, ensure_topics, list_topics
@@ -31,6 +31,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
     add_kafka_options(p)
     add_input_signing_options(p)
     add_core_options(p)
+    p.add_argument(
+        "--watermark-every",
+        type=int,
+        default=WATERMARK_EVERY,
+        metavar="N",
+        help="a round of watermarks (docs/contract.md 3a) every N messages, first and last; 0 writes none "
+        f"(a worker then orders the clusters' events by a processing-time guess). Default {WATERMARK_EVERY}",
+    )
     p.set_defaults(run=run)
     return p
 
@@ -86,8 +94,14 @@ def run(args: argparse.Namespace) -> int:
         except (TopicAuthorizationFailedError, ClusterAuthorizationFailedError) as exc:
             # A publisher whose ACLs allow writing the inputs only: the topics must exist already.
             print(f"tandem publish: cannot check or create topics ({type(exc).__name__}); writing", file=sys.stderr)
-        await publish(settings, plan.items)
+        nonlocal sent
+        every = args.watermark_every
+        sent = await publish(settings, plan, period=core.sync_period if every > 0 else None, every=max(every, 1))
 
+    sent = 0
+    if args.watermark_every < 0:
+        print("tandem publish: --watermark-every: expected a count >= 0", file=sys.stderr)
+        return 2
     try:
         asyncio.run(go())
     except TopicMismatch as exc:
@@ -99,9 +113,11 @@ def run(args: argparse.Namespace) -> int:
     elapsed = time.monotonic() - started
     counts = plan.counts
     by_type = ", ".join(f"{counts[t]} {t}" for t in EVENT_TYPES if counts[t])
-    rate = len(plan.items) / elapsed if elapsed > 0 else 0.0
+    rate = sent / elapsed if elapsed > 0 else 0.0
+    marks = sent - len(plan.items)
+    by_type += f", {marks} watermark(s)" if marks else ""
     print(
-        f"tandem publish: {len(plan.items)} message(s) ({by_type or 'none'}) for {len(plan.workloads)} workload(s) "
+        f"tandem publish: {sent} message(s) ({by_type or 'none'}) for {len(plan.workloads)} workload(s) "
         f"to {settings.prefix}* on {settings.bootstrap} in {elapsed:.1f} s ({rate:.0f}/s); "
         f"read {stats.read} line(s) from {stats.files} file(s), rejected {stats.rejected}.",
         file=sys.stderr,

@@ -129,6 +129,13 @@ class Metrics:
         self._workloads: set[str] = set()
         r = self.registry
         self.events = Counter("tandem_events_total", "Input events accepted, by event type.", ["type"], registry=r)
+        self.late = Counter(
+            "tandem_events_late_total",
+            "Input events ingested after the tick they belong to had been decided, by event type "
+            "(each is also a dev.tandem.late.v1 report in the audit).",
+            ["type"],
+            registry=r,
+        )
         self.rejected = Counter(
             "tandem_events_rejected_total",
             "Input events rejected (sent to the dead-letter topic or reported), by event type.",
@@ -208,6 +215,10 @@ class Metrics:
             with self._lock:
                 if self._newest_ts is None or ts > self._newest_ts:
                     self._newest_ts = ts
+
+    def observe_late(self, type_: str, n: int = 1) -> None:
+        """``n`` input events of ``type_`` came after their tick was decided."""
+        self.late.labels(type=type_).inc(n)
 
     def observe_rejected(self, type_: str | None, n: int = 1) -> None:
         """``n`` input events were rejected; an undecodable one has type ``unknown``."""

@@ -16,7 +16,9 @@ __all__ = [
     "CLOUDEVENT_TYPES",
     "DECISION",
     "EVENT_TYPES",
+    "LATE",
     "TIE_ORDER",
+    "WATERMARK",
 ]
 
 #: The input event types in the order of docs/contract.md section 3 (the order error messages,
@@ -31,6 +33,9 @@ TIE_ORDER: Final = ("policy", "workload", "hpa", "vpa", "metric")
 #: CloudEvent ``type`` of a decision and of a blocked-change report (docs/contract.md section 4).
 DECISION: Final = "dev.tandem.decision.v1"
 BLOCKED: Final = "dev.tandem.blocked.v1"
+#: CloudEvent ``type`` of a late-input report: an input the worker ingested after the tick it
+#: belongs to had been decided (docs/worker.md, "Order across topics").  Replay never writes one.
+LATE: Final = "dev.tandem.late.v1"
 #: CloudEvent ``type`` of an applier's result (docs/edge.md).
 APPLIED: Final = "dev.tandem.applied.v1"
 APPLY_FAILED: Final = "dev.tandem.apply_failed.v1"
@@ -41,4 +46,9 @@ CLOUDEVENT_TYPES: Final = {
     "blocked": BLOCKED,
     "applied": APPLIED,
     "apply_failed": APPLY_FAILED,
+    "late": LATE,
 }
+
+#: The ``type`` of a producer's watermark record (docs/contract.md section 3a): not an event of a
+#: workload but a promise about a cluster's events in one topic-partition.
+WATERMARK: Final = "watermark"

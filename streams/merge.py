@@ -57,17 +57,20 @@ from typing import Any
 
 import orjson
 
+from scaling.cloudevents import cloudevent
 from scaling.errors import InvalidEvent
 from scaling.events import Event, WorkloadRef, decode_event
-from scaling.reconcile import flush, ingest
+from scaling.reconcile import flush, ingest, tick_of
 from scaling.settings import Settings
+from scaling.spelling import did_you_mean
 from scaling.state import WorkloadState
-from scaling.vocabulary import TIE_ORDER
+from scaling.vocabulary import LATE, TIE_ORDER, WATERMARK
 
 __all__ = [
     "INF",
     "KINDS",
     "RANK",
+    "Late",
     "Merger",
     "Output",
     "PartitionClock",
@@ -75,7 +78,9 @@ __all__ = [
     "Slot",
     "SourceClock",
     "check_routing",
+    "decode_watermark",
     "tombstone",
+    "watermark",
 ]
 
 INF = math.inf
@@ -125,7 +130,7 @@ class PartitionClock:
     order, so nothing is released ahead of a record of the same partition that was merely late.
     """
 
-    __slots__ = ("_recent", "grace", "last_arrival", "settled", "sources")
+    __slots__ = ("_recent", "advanced", "grace", "last_arrival", "marks", "settled", "sources")
 
     def __init__(self, now: float, kinds: Iterable[str] = KINDS, grace: float = 0.0) -> None:
         self.sources: dict[str, SourceClock] = {k: SourceClock() for k in kinds}
@@ -136,6 +141,11 @@ class PartitionClock:
         self._recent: deque[tuple[float, float]] = deque()
         #: The largest ``ts`` of an input that arrived ``grace`` seconds ago or earlier.
         self.settled = -INF
+        #: Producers' watermarks: cluster -> input type -> the largest watermark read from that
+        #: type's topic-partition (every event of the cluster with ``ts <=`` it was written before it).
+        self.marks: dict[str, dict[str, float]] = {}
+        #: Clusters whose :meth:`cluster_bound` may have risen since the merger last looked.
+        self.advanced: set[str] = set()
 
     def observe(self, kind: str, offset: int, ts: float | None, now: float | None = None) -> None:
         """A message at ``offset`` was read from ``(kind's topic, p)``; ``ts`` None for a rejected one.
@@ -158,6 +168,37 @@ class PartitionClock:
                         recent[-1] = (now, ts)
                 else:
                     recent.append((now, ts))
+
+    def mark(self, kind: str, offset: int, cluster: str, ts: float) -> None:
+        """A watermark of ``cluster`` at ``offset`` of ``(kind's topic, p)``: its events there up to ``ts`` are read."""
+        src = self.sources[kind]
+        if src.next_offset is None or offset >= src.next_offset:
+            src.next_offset = offset + 1
+        marks = self.marks.get(cluster)
+        if marks is None:
+            marks = self.marks[cluster] = {}
+        last = marks.get(kind)
+        if last is None or ts > last:
+            marks[kind] = ts
+            self.advanced.add(cluster)
+
+    def cluster_bound(self, cluster: str) -> float | None:
+        """No event of ``cluster`` read from now on in this partition is older than this; None
+        for a cluster whose producer writes no watermarks (its events follow :meth:`bound`).
+
+        The minimum over the input topics of the cluster's watermark in each: Kafka keeps a
+        topic-partition in the order its producer wrote it, so once a watermark has been read from
+        every topic-partition, every event of the cluster up to the smallest of them has been
+        read too.  No processing time and no high watermark is involved: the bound is a function
+        of the records read, so a worker starved of CPU, or one that took the partition over,
+        releases exactly what a calm one releases (issue #28).
+        """
+        marks = self.marks.get(cluster)
+        if marks is None:
+            return None
+        if len(marks) < len(self.sources):
+            return -INF
+        return min(marks.values())
 
     def set_start(self, kind: str, offset: int | None) -> None:
         self.sources[kind].start_offset = offset
@@ -212,6 +253,8 @@ class Slot:
     inbox: list[Entry] = field(default_factory=list)
     #: Highest offset taken per input type (its topic-partition is the key's partition).
     seen: dict[str, int] = field(default_factory=dict)
+    #: The workload's cluster writes watermarks: its events wait for them, after a rebalance too.
+    marked: bool = False
     #: ``state.raw``'s values as last serialised, per input type: (that dict, its JSON).
     _raw_json: dict[str, tuple[Any, orjson.Fragment]] = field(default_factory=dict, repr=False, compare=False)
 
@@ -268,15 +311,16 @@ class Slot:
                 for kind in [k for k in cache if k not in spliced]:
                     del cache[kind]
             state["raw"] = spliced
-        return orjson.dumps(
-            {
-                "v": 1,
-                "partition": self.partition,
-                "state": state,
-                "inbox": [[e[0], e[1], e[2], e[3]] for e in self.inbox],
-                "seen": self.seen,
-            }
-        )
+        out = {
+            "v": 1,
+            "partition": self.partition,
+            "state": state,
+            "inbox": [[e[0], e[1], e[2], e[3]] for e in self.inbox],
+            "seen": self.seen,
+        }
+        if self.marked:
+            out["marked"] = True
+        return orjson.dumps(out)
 
     @classmethod
     def from_bytes(cls, data: bytes | str) -> Slot:
@@ -285,7 +329,8 @@ class Slot:
             raise ValueError(f"unknown slot version {d.get('v')!r}")
         state = WorkloadState.from_dict(d["state"])
         inbox: list[Entry] = [(float(e[0]), int(e[1]), int(e[2]), e[3], None) for e in d.get("inbox") or ()]
-        return cls(state.key, int(d["partition"]), state, inbox, {k: int(v) for k, v in (d.get("seen") or {}).items()})
+        seen = {k: int(v) for k, v in (d.get("seen") or {}).items()}
+        return cls(state.key, int(d["partition"]), state, inbox, seen, bool(d.get("marked")))
 
 
 # ---------------------------------------------------------------------------------------- routing
@@ -303,6 +348,37 @@ def check_routing(kind: str, key: bytes | None, event: Event) -> None:
         raise InvalidEvent("key", f"message key {shown!r} is not the event's workload key {expected!r}")
 
 
+_WATERMARK_FIELDS = ("type", "cluster", "ts")
+
+
+def decode_watermark(key: bytes | None, raw: Any) -> tuple[str, float]:
+    """``(cluster, ts)`` of a watermark record (docs/contract.md §3a), or :class:`InvalidEvent`.
+
+    ``{"type": "watermark", "cluster": C, "ts": T}``, keyed by the cluster's name: every event of
+    cluster ``C`` with ``ts <= T`` was written to this topic-partition before this record.
+    """
+    if not isinstance(raw, dict):
+        raise InvalidEvent("", "a watermark must be a JSON object")
+    for name in raw:
+        if name not in _WATERMARK_FIELDS:
+            raise InvalidEvent(str(name), f"unknown field of a watermark{did_you_mean(str(name), _WATERMARK_FIELDS)}")
+    cluster = raw.get("cluster")
+    if not isinstance(cluster, str) or not cluster or "/" in cluster:
+        raise InvalidEvent("cluster", f"expected a cluster name, got {cluster!r}")
+    ts = raw.get("ts")
+    if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
+        raise InvalidEvent("ts", f"expected a finite number of seconds, got {ts!r}")
+    if key != cluster.encode():
+        shown = "no key" if key is None else repr(key.decode("utf-8", "backslashreplace"))
+        raise InvalidEvent("key", f"a watermark is keyed by its cluster {cluster!r}, got {shown}")
+    return cluster, float(ts)
+
+
+def watermark(cluster: str, ts: float) -> dict[str, Any]:
+    """The watermark record a producer writes (:func:`decode_watermark` reads it)."""
+    return {"type": WATERMARK, "cluster": cluster, "ts": ts}
+
+
 def tombstone(key: bytes | None, ts: float) -> dict[str, Any]:
     """The ``policy`` event of a ``null`` message on the compacted policies topic (a deletion)."""
     if key is None:
@@ -317,6 +393,17 @@ def tombstone(key: bytes | None, ts: float) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------- merger
 
 
+def _merge_marks(target: dict[str, float], marks: Mapping[str, float]) -> None:
+    for kind, ts in marks.items():
+        if kind not in target or ts > target[kind]:
+            target[kind] = float(ts)
+
+
+def _cluster(key: str) -> str:
+    """The cluster of a workload key ``cluster/namespace/kind/name``."""
+    return key[: key.index("/")]
+
+
 @dataclass(frozen=True, slots=True)
 class Rejected:
     """An input the core refused when it was released (e.g. a policy that cannot run)."""
@@ -329,16 +416,32 @@ class Rejected:
     error: str
 
 
+@dataclass(frozen=True, slots=True)
+class Late:
+    """An input ingested after the tick it belongs to had been decided (its report is in the audit)."""
+
+    kind: str
+    partition: int
+    offset: int
+    key: str
+    ts: float
+    #: The tick the input belonged to, and the last tick decided when it came.
+    tick: float
+    decided: float
+
+
 @dataclass(slots=True)
 class Output:
-    """What a release or a flush produced: (workload key, emitted kind, event) and rejections."""
+    """What a release or a flush produced: (workload key, emitted kind, event), rejections, late inputs."""
 
     emitted: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     rejected: list[Rejected] = field(default_factory=list)
+    late: list[Late] = field(default_factory=list)
 
     def extend(self, other: Output) -> None:
         self.emitted.extend(other.emitted)
         self.rejected.extend(other.rejected)
+        self.late.extend(other.late)
 
     def __bool__(self) -> bool:
         return bool(self.emitted or self.rejected)
@@ -377,6 +480,10 @@ class Merger:
         self._waiting: dict[int, set[str]] = defaultdict(set)  # keys with a non-empty inbox
         self._pending: dict[int, set[str]] = defaultdict(set)  # keys with a pending tick
         self._buffered: dict[int, int] = defaultdict(int)  # inbox entries per partition
+        #: Watermarks reloaded for partitions whose clock does not exist yet: cluster -> type -> ts.
+        self._marked: dict[int, dict[str, dict[str, float]]] = defaultdict(dict)
+        #: Partitions whose watermarks changed since :meth:`take_marks` last returned them.
+        self.marks_dirty: set[int] = set()
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -391,12 +498,42 @@ class Merger:
         self._waiting.clear()
         self._pending.clear()
         self._buffered.clear()
+        self._marked.clear()
+        self.marks_dirty.clear()
 
     def clock(self, partition: int, now: float) -> PartitionClock:
         c = self.clocks.get(partition)
         if c is None:
             c = self.clocks[partition] = PartitionClock(now, self.kinds, self.grace)
+            for cluster, marks in self._marked.pop(partition, {}).items():
+                _merge_marks(c.marks.setdefault(cluster, {}), marks)
         return c
+
+    def load_marks(self, partition: int, marks: Mapping[str, Mapping[str, float]]) -> None:
+        """Adopt a partition's watermarks as :meth:`take_marks` wrote them (after a rebalance).
+
+        The watermark records themselves are behind the committed offsets and are not read
+        again: without this, a cluster whose producer had finished would wait for ever.
+        """
+        for cluster, kinds in marks.items():
+            clock = self.clocks.get(partition)
+            target = (
+                clock.marks.setdefault(cluster, {})
+                if clock is not None
+                else self._marked[partition].setdefault(cluster, {})
+            )
+            _merge_marks(target, kinds)
+
+    def take_marks(self) -> dict[int, dict[str, dict[str, float]]]:
+        """The watermarks of the partitions where they changed, to persist before acknowledging
+        the records that carried them; no longer changed afterwards."""
+        out = {}
+        for p in sorted(self.marks_dirty):
+            clock = self.clocks.get(p)
+            if clock is not None and clock.marks:
+                out[p] = {c: dict(m) for c, m in clock.marks.items()}
+        self.marks_dirty.clear()
+        return out
 
     def load(self, slot: Slot) -> None:
         """Adopt a slot recovered from the table."""
@@ -406,6 +543,10 @@ class Merger:
             self._buffered[slot.partition] += len(slot.inbox)
         if slot.state.pending_tick is not None:
             self._pending[slot.partition].add(slot.key)
+        if slot.marked:
+            # Its cluster writes watermarks: until the new owner has read one on every topic, the
+            # cluster's events wait (bound -inf), rather than being released by the caught-up guess.
+            self.load_marks(slot.partition, {_cluster(slot.key): {}})
 
     def partition_keys(self, partition: int) -> Iterator[str]:
         return (k for k, s in self.slots.items() if s.partition == partition)
@@ -415,6 +556,13 @@ class Merger:
     def observe(self, partition: int, kind: str, offset: int, ts: float | None, now: float) -> None:
         """A message that is not offered (rejected, or tandem's own recommendation): offsets only."""
         self.clock(partition, now).observe(kind, offset, ts)
+
+    def mark(self, partition: int, kind: str, offset: int, cluster: str, ts: float, now: float) -> None:
+        """A producer's watermark read from ``(kind's topic, partition)`` (:func:`decode_watermark`)."""
+        clock = self.clock(partition, now)
+        clock.mark(kind, offset, cluster, ts)
+        if clock.advanced:
+            self.marks_dirty.add(partition)
 
     def offer(self, partition: int, kind: str, offset: int, raw: Any, event: Event, now: float) -> bool:
         """Buffer a validated input; False for a redelivered one (already taken)."""
@@ -446,55 +594,103 @@ class Merger:
     def release(self, partition: int, highwaters: Mapping[str, int | None], now: float | None = None) -> Output:
         """Ingest, per workload in order, the buffered events of ``partition`` below its bound.
 
-        ``now`` (processing time) applies the grace of caught-up inputs (:class:`PartitionClock`).
+        A workload of a cluster that writes watermarks follows its cluster's bound
+        (:meth:`PartitionClock.cluster_bound`), and its pending tick runs as soon as that bound
+        reaches it, as replay runs it when the input ends; the others follow the partition's
+        bound, where ``now`` (processing time) applies the grace of caught-up inputs.
+        An input older than a tick already decided is ingested all the same and reported
+        (:class:`Late`, and a ``dev.tandem.late.v1`` CloudEvent in the audit).
         """
         out = Output()
-        waiting = self._waiting.get(partition)
-        if not waiting:
-            return out
         clock = self.clocks.get(partition)
         if clock is None:
             return out
-        bound = clock.bound(highwaters, now)
-        if bound == -INF:
+        waiting = self._waiting.get(partition)
+        advanced = clock.advanced
+        if not waiting and not advanced:
             return out
-        settings = self.settings
         pending = self._pending[partition]
+        keys: Iterable[str]
+        if advanced:
+            clock.advanced = set()
+            keys = set(waiting) if waiting else set()
+            keys.update(k for k in pending if _cluster(k) in advanced)
+            keys = sorted(keys)
+        else:
+            keys = sorted(waiting) if waiting else ()
+        settings = self.settings
         emitted = out.emitted
         drained = []
-        for key in sorted(waiting):
+        legacy: float | None = None
+        marks = clock.marks
+        for key in keys:
             slot = self.slots[key]
-            entries = slot.ready(bound)
-            if not entries:
+            cbound = clock.cluster_bound(_cluster(key)) if marks else None
+            if cbound is None:
+                if legacy is None:
+                    legacy = clock.bound(highwaters, now)
+                bound = legacy
+            else:
+                bound = cbound
+                slot.marked = True
+            if bound == -INF:
                 continue
-            self._buffered[partition] -= len(entries)
-            self.dirty.add(key)
             state = slot.state
-            for _ts, rank, offset, raw, event in entries:
-                try:
-                    if event is None:
-                        event = decode_event(raw)
-                    produced = ingest(state, event, raw, settings)
-                except InvalidEvent as exc:
-                    out.rejected.append(Rejected(KINDS[rank], partition, offset, key, raw, str(exc)))
-                    continue
-                except Exception as exc:  # a bug must not stop the worker (docs/architecture.md invariant 5)
-                    out.rejected.append(
-                        Rejected(
-                            KINDS[rank], partition, offset, key, raw, f"internal error: {type(exc).__name__}: {exc}"
+            entries = slot.ready(bound)
+            if entries:
+                self._buffered[partition] -= len(entries)
+                self.dirty.add(key)
+                for ts, rank, offset, raw, event in entries:
+                    decided = state.last_tick
+                    if decided is not None and ts <= decided:
+                        self._late(
+                            out,
+                            Late(KINDS[rank], partition, offset, key, ts, tick_of(ts, settings.sync_period), decided),
                         )
-                    )
-                    continue
-                for kind, ev in produced:
+                    try:
+                        if event is None:
+                            event = decode_event(raw)
+                        produced = ingest(state, event, raw, settings)
+                    except InvalidEvent as exc:
+                        out.rejected.append(Rejected(KINDS[rank], partition, offset, key, raw, str(exc)))
+                        continue
+                    except Exception as exc:  # a bug must not stop the worker (docs/architecture.md invariant 5)
+                        out.rejected.append(
+                            Rejected(
+                                KINDS[rank], partition, offset, key, raw, f"internal error: {type(exc).__name__}: {exc}"
+                            )
+                        )
+                        continue
+                    for kind, ev in produced:
+                        emitted.append((key, kind, ev))
+                if not slot.inbox:
+                    drained.append(key)
+            tick = state.pending_tick
+            if cbound is not None and tick is not None and tick <= cbound:
+                # Every event of the tick's window is in: decide it now, as replay does at the end
+                # of its input.  Written before the watermark that allowed it is acknowledged
+                # (dirty, not ``decided``): a successor may never read that watermark again.
+                for kind, ev in flush(state, settings):
                     emitted.append((key, kind, ev))
+                self.dirty.add(key)
             if state.pending_tick is not None:
                 pending.add(key)
             else:
                 pending.discard(key)
-            if not slot.inbox:
-                drained.append(key)
-        waiting.difference_update(drained)
+        if waiting and drained:
+            waiting.difference_update(drained)
         return out
+
+    def _late(self, out: Output, late: Late) -> None:
+        out.late.append(late)
+        ref = WorkloadRef.from_key(late.key)
+        data = {
+            "tick": late.tick,
+            "decided_through": late.decided,
+            "input": {"type": late.kind, "ts": late.ts, "partition": late.partition, "offset": late.offset},
+            "workload": ref.as_dict(),
+        }
+        out.emitted.append((late.key, "audit", cloudevent(LATE, ref.cluster, late.key, late.ts, data)))
 
     def flush_idle(
         self,
@@ -523,9 +719,13 @@ class Merger:
         if not pending:
             return out
         held = []
+        marks = clock.marks
         for key in sorted(pending):
             slot = self.slots[key]
             tick = slot.state.pending_tick
+            if marks and _cluster(key) in marks:
+                held.append(key)  # its ticks run by its watermarks (release), never by a guess
+                continue
             if wall is not None and tick is not None and wall < tick + after:
                 held.append(key)
                 continue
@@ -539,23 +739,37 @@ class Merger:
         return out
 
     def throttle(self, partition: int, highwaters: Mapping[str, int | None]) -> tuple[list[str], list[str]]:
-        """Backpressure (see the module doc): the input types of ``partition`` to pause and to resume."""
+        """Backpressure (see the module doc): the input types of ``partition`` to pause and to resume.
+
+        Where clusters write watermarks, an input's progress is the smallest of their watermarks
+        read from it (an input without one holds them all back), and the bound the smallest
+        progress: the input a watermark is awaited from is never paused, or nothing would move.
+        """
         clock = self.clocks.get(partition)
         if clock is None:
             return [], []
         paused = self.paused[partition]
         buffered = self._buffered.get(partition, 0)
-        bound = clock.bound(highwaters)
+        if clock.marks:
+            marks = clock.marks.values()
+            progress: dict[str, float | None] = {
+                kind: min((m.get(kind, -INF) for m in marks), default=-INF) for kind in clock.sources
+            }
+            bound = min(p for p in progress.values() if p is not None)
+        else:
+            progress = {kind: src.last_ts for kind, src in clock.sources.items()}
+            bound = clock.bound(highwaters)
         resume = []
         for kind in sorted(paused):
-            last = clock.sources[kind].last_ts
+            last = progress[kind]
             if buffered <= self.low or last is None or last <= bound:
                 resume.append(kind)
         paused.difference_update(resume)
         pause = []
         if buffered >= self.high and bound != INF:
             for kind, src in clock.sources.items():
-                if kind in paused or src.last_ts is None or src.last_ts <= bound:
+                last = progress[kind]
+                if kind in paused or last is None or last <= bound:
                     continue
                 if src.caught_up(highwaters.get(kind)):
                     continue

@@ -13,8 +13,14 @@ Kafka timestamp set to ``ts`` in milliseconds.  ``--policy`` manifests are publi
 on, as ``tandem replay --policy`` has them.  The producer is idempotent (per-partition order survives
 retries) and the command waits until the broker has acknowledged every message.
 
-A worker started after the publish ends reproduces ``tandem replay``'s decisions byte for byte; see
-docs/worker.md for what changes when the worker reads while a publish is still writing.
+Watermarks (docs/contract.md §3a): before the first event, then after every ``--watermark-every``
+messages at the end of an instant, and once at the end, the command writes to every partition of
+every input topic a watermark of each cluster of the stream: a promise that every event of that
+cluster with ``ts <=`` the mark has been written to that topic-partition before it.  The worker
+releases a cluster's events only up to the smallest of its marks, so a worker that reads while the
+publish writes, however starved of CPU the two are, decides what ``tandem replay`` decides
+(docs/worker.md, "Order across topics").  The last mark is the tick of the last event: a
+recording's end is the end of its last tick window, as ``tandem replay`` has it.
 """
 
 from __future__ import annotations
@@ -28,13 +34,22 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from scaling.events import Event
+from scaling.reconcile import tick_of
 from schemas.codec import encode
+from streams.merge import watermark
 from streams.settings import KafkaSettings
 from streams.topics import TOPIC_OF_TYPE, topic_name
 
-__all__ = ["Messages", "messages", "publish", "warn_retention"]
+__all__ = ["Messages", "Record", "messages", "publish", "warn_retention", "with_watermarks"]
 
 _CHUNK = 20_000  # messages in flight before waiting for acknowledgements
+#: Messages between two rounds of watermarks (``--watermark-every``): a round costs one record per
+#: cluster and input topic-partition, and a worker holds a cluster's events until the next round.
+WATERMARK_EVERY = 2000
+
+#: What is sent: (topic, key, value, timestamp_ms, partition); partition None for a keyed event
+#: (Kafka's default partitioner), a number for a watermark, which goes to every partition.
+Record = tuple[str, bytes, bytes, int, int | None]
 
 
 class _Progress:
@@ -63,11 +78,54 @@ class _Progress:
             self.stream.flush()
 
 
-async def publish(
-    settings: KafkaSettings, messages: Sequence[tuple[str, bytes, bytes, int]], err: IO[str] | None = None
-) -> None:
-    """Send ``(topic, key, value, timestamp_ms)`` in order and wait for every acknowledgement.
+def with_watermarks(
+    plan: Messages, partitions: dict[str, int], period: float, every: int = WATERMARK_EVERY
+) -> list[Record]:
+    """``plan``'s messages with rounds of watermarks: first, every ``every`` messages where an
+    instant ends, and last (at the tick of the last event, ``period`` being the sync period).
 
+    A round at ``W`` goes after every message with ``ts <= W`` and before any later one, to every
+    partition of every input topic (``partitions``: topic -> count), once per cluster of the plan.
+    """
+    clusters = sorted(plan.clusters)
+    topics = sorted(partitions)
+
+    def round_at(w: float) -> list[Record]:
+        ms = round(w * 1000)
+        return [
+            (topic, c.encode(), encode(watermark(c, w)), ms, p)
+            for c in clusters
+            for topic in topics
+            for p in range(partitions[topic])
+        ]
+
+    if not plan.items or not clusters:
+        return [(t, k, v, ms, None) for t, k, v, ms in plan.items]
+    first, last = plan.ts[0], plan.ts[-1]
+    out = round_at(tick_of(first, period) - period)
+    since = 0
+    for i, (topic, key, value, ms) in enumerate(plan.items):
+        ts = plan.ts[i]
+        if since >= every and ts > plan.ts[i - 1]:
+            out.extend(round_at(plan.ts[i - 1]))
+            since = 0
+        out.append((topic, key, value, ms, None))
+        since += 1
+    out.extend(round_at(tick_of(last, period)))
+    return out
+
+
+async def publish(
+    settings: KafkaSettings,
+    messages: Sequence[tuple[str, bytes, bytes, int]] | Messages,
+    err: IO[str] | None = None,
+    *,
+    period: float | None = None,
+    every: int = WATERMARK_EVERY,
+) -> int:
+    """Send the messages in order and wait for every acknowledgement; return how many were sent.
+
+    Given a :class:`Messages` plan and the sync ``period``, with watermarks (:func:`with_watermarks`).
     With ``settings.input_signing`` each record carries its cluster's ``tandem-mac`` header.
     """
     from aiokafka import AIOKafkaProducer
@@ -75,7 +133,6 @@ async def publish(
     kind_of = {topic_name(settings.prefix, s): t for t, s in TOPIC_OF_TYPE.items()}
 
     err = err if err is not None else sys.stderr
-    progress = _Progress(err, len(messages))
     producer = AIOKafkaProducer(
         **settings.client_kwargs(),
         acks="all",
@@ -85,10 +142,27 @@ async def publish(
     )
     await producer.start()
     try:
+        records: list[Record]
+        if isinstance(messages, Messages):
+            if period is not None:
+                counts: dict[str, int] = {}
+                for topic in kind_of:
+                    found = await producer.partitions_for(topic)
+                    counts[topic] = len(found)
+                records = with_watermarks(messages, counts, period, every)
+            else:
+                records = [(t, k, v, ms, None) for t, k, v, ms in messages.items]
+        else:
+            records = [(t, k, v, ms, None) for t, k, v, ms in messages]
+        progress = _Progress(err, len(records))
         pending: list[Any] = []
-        for i, (topic, key, value, ts_ms) in enumerate(messages, 1):
+        for i, (topic, key, value, ts_ms, partition) in enumerate(records, 1):
             headers = settings.input_headers(kind_of[topic], key, value) if settings.input_signing else None
-            pending.append(await producer.send(topic, value=value, key=key, timestamp_ms=ts_ms, headers=headers))
+            pending.append(
+                await producer.send(
+                    topic, value=value, key=key, partition=partition, timestamp_ms=ts_ms, headers=headers
+                )
+            )
             if len(pending) >= _CHUNK:
                 await asyncio.gather(*pending)
                 pending.clear()
@@ -98,6 +172,7 @@ async def publish(
         if pending:
             await asyncio.gather(*pending)
         progress.done()
+        return len(records)
     finally:
         await producer.stop()
 
@@ -124,8 +199,12 @@ class Messages:
     """What ``tandem publish`` sends: ``(topic, key, value, timestamp_ms)`` in order, and counts."""
 
     items: list[tuple[str, bytes, bytes, int]] = field(default_factory=list)
+    #: The event time of each item (its timestamp in ms is rounded).
+    ts: list[float] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
     workloads: set[str] = field(default_factory=set)
+    #: The clusters of the workloads and policies, which get watermarks.
+    clusters: set[str] = field(default_factory=set)
     #: topic -> the oldest timestamp (ms) sent to it
     oldest: dict[str, int] = field(default_factory=dict)
 
@@ -142,11 +221,15 @@ def messages(
     for raw in policies:
         key = "/".join(raw["workload"][f] for f in ("cluster", "namespace", "kind", "name"))
         out.items.append((names["policy"], key.encode(), encode(raw), round(first_ts * 1000)))
+        out.ts.append(first_ts)
         out.counts["policy"] += 1
+        out.clusters.add(raw["workload"]["cluster"])
     for ts, _, (_, _, raw), event in events:
         key = event.workload.key
         out.workloads.add(key)
+        out.clusters.add(event.workload.cluster)
         out.items.append((names[event.type], key.encode(), encode(raw), round(ts * 1000)))
+        out.ts.append(ts)
         out.counts[event.type] += 1
     for topic, _, _, ts_ms in out.items:
         if topic not in out.oldest or ts_ms < out.oldest[topic]:

@@ -28,18 +28,23 @@ from scaling.errors import InvalidEvent
 from scaling.events import decode_event
 from scaling.reconcile import flush
 from scaling.settings import Settings
+from scaling.vocabulary import LATE
 from schemas.codec import encode
 from streams.inputs import load_manifests
 from streams.merge import (
     INF,
     KINDS,
     Merger,
+    Output,
     PartitionClock,
     Slot,
     SourceClock,
     check_routing,
+    decode_watermark,
     tombstone,
 )
+from streams.publish import messages, with_watermarks
+from streams.topics import TOPIC_OF_TYPE, topic_name
 from tests.generated import generated_stream
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -641,3 +646,180 @@ def test_a_pending_tick_before_its_watermark_stays_pending() -> None:
     assert state.pending_tick == tick and merger.has_pending(0)
     assert merger.flush_idle(0, hw, 3.5, 2.0, wall=tick + 2.0)
     assert state.pending_tick is None and not merger.has_pending(0)
+
+
+# ------------------------------------------------------- producers' watermarks: a starved producer
+
+
+def _run_marked_simulation(
+    events: list[dict], policies: list[dict], n: int, rng: random.Random, *, every: int, skew: float, grace: float
+) -> tuple[list[dict[str, Any]], int]:
+    """``tandem publish``'s records (with a round of watermarks every ``every`` messages, none for
+    0) landing while the worker reads, each topic-partition up to ``skew`` seconds late: a
+    producer starved of CPU between the batches of different topics, for longer than any grace.
+    The worker's timer releases and flushes as agents/pipeline.py does, the idle flush without the
+    wall-clock gate (its worst case).  Returns the audit and the number of late inputs.
+    """
+    settings = Settings()
+    first = min(e["ts"] for e in events)
+    ordered = sorted(events, key=lambda e: e["ts"])
+    sorted_events = [(raw["ts"], i, ("", i, raw), decode_event(raw)) for i, raw in enumerate(ordered)]
+    plan = messages("t.", [policy_event(p, "default", first) for p in policies], sorted_events, first)
+    kind_of = {topic_name("t.", s): t for t, s in TOPIC_OF_TYPE.items()}
+    records = (
+        with_watermarks(plan, dict.fromkeys(kind_of, n), settings.sync_period, every)
+        if every
+        else [(t, k, v, ms, None) for t, k, v, ms in plan.items]
+    )
+    landing: dict[tuple[str, int], list[tuple[float, bytes, Any]]] = defaultdict(list)
+    for i, (topic, key, value, _ms, partition) in enumerate(records):
+        tp = (kind_of[topic], _partition_of(key.decode(), n) if partition is None else partition)
+        lands = i * 0.001 + rng.uniform(0, skew)
+        queue = landing[tp]
+        queue.append((max(lands, queue[-1][0]) if queue else lands, key, orjson.loads(value)))
+    tps = list(landing)
+    merger = Merger(settings, grace=grace)
+    for p in range(n):
+        for kind in KINDS:
+            merger.clock(p, 0.0).set_start(kind, 0)
+    position: dict[tuple[str, int], int] = defaultdict(int)
+    known_hw: dict[tuple[str, int], int] = defaultdict(int)
+    emitted: list[dict[str, Any]] = []
+    late = 0
+    end = len(records) * 0.001 + skew + 10.0
+    now = 0.0
+    while now < end:
+        now += 0.02
+        for tp in rng.sample(tps, k=max(1, len(tps) // 2)):
+            landed = landing[tp]
+            hw = known_hw[tp]
+            while hw < len(landed) and landed[hw][0] <= now:
+                hw += 1
+            known_hw[tp] = hw
+            for offset in range(position[tp], hw):
+                _, key, raw = landed[offset]
+                if raw.get("type") == "watermark":
+                    cluster, ts = decode_watermark(key, raw)
+                    merger.mark(tp[1], tp[0], offset, cluster, ts, now)
+                else:
+                    merger.offer(tp[1], tp[0], offset, raw, decode_event(raw), now)
+            position[tp] = hw
+        for p in range(n):
+            hws = {kind: known_hw[(kind, p)] for kind in KINDS}
+            out = merger.release(p, hws, now)
+            out.extend(merger.flush_idle(p, hws, now, 1.0))
+            assert not out.rejected
+            late += len(out.late)
+            emitted.extend(ev for _, kind, ev in out.emitted if kind == "audit" and ev["type"] != LATE)
+    assert all(position[tp] == len(landing[tp]) for tp in tps)
+    return emitted, late
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_with_watermarks_a_producer_starved_for_longer_than_the_grace_still_gives_replays_decisions(
+    seed: int,
+) -> None:
+    """Issue #28: the worker releases a cluster's events only up to its producer's watermarks, a
+    function of the records read and not of processing time, so records landing up to 5 s out of
+    order across topics (more than the 2 s grace) give replay's decisions byte for byte."""
+    events, policies = small_stream(n=120)
+    expected = _replay(events, policies)
+    got, late = _run_marked_simulation(events, policies, 2, random.Random(seed), every=300, skew=5.0, grace=2.0)
+    assert late == 0
+    assert _by_key(got) == expected
+
+
+def test_without_watermarks_the_same_starved_producer_makes_late_inputs_and_other_decisions() -> None:
+    """The same simulation without watermarks (the grace alone) shows what they prevent: late
+    inputs, each reported, and decisions replay does not make (so the test above can fail)."""
+    events, policies = small_stream(n=120)
+    expected = _replay(events, policies)
+    runs = [
+        _run_marked_simulation(events, policies, 2, random.Random(seed), every=0, skew=5.0, grace=2.0)
+        for seed in range(4)
+    ]
+    assert sum(late for _, late in runs) > 0
+    assert sum(_by_key(got) != expected for got, _ in runs) >= 1
+
+
+def test_a_round_of_watermarks_goes_first_at_instant_ends_and_last_at_the_last_tick() -> None:
+    events = [_ev(100.0), _ev(100.0, name="api"), _ev(105.0), _ev(112.0)]
+    sorted_events = [(raw["ts"], i, ("", i, raw), decode_event(raw)) for i, raw in enumerate(events)]
+    plan = messages("t.", [], sorted_events, 100.0)
+    records = with_watermarks(plan, {"t.hpa": 2, "t.vpa": 1}, 15.0, every=2)
+    marks = [(t, p, orjson.loads(v)["ts"]) for t, _, v, _, p in records if p is not None]
+    events_at = [orjson.loads(v)["ts"] for _, _, v, _, p in records if p is None]
+    assert events_at == [100.0, 100.0, 105.0, 112.0]
+    # first at the tick before the first event, then after the instant 100 (2 messages), last at tick_of(112)
+    rounds = [marks[i : i + 3] for i in range(0, len(marks), 3)]
+    assert [[m[2] for m in r] for r in rounds] == [[90.0] * 3, [100.0] * 3, [120.0] * 3]
+    assert rounds[0] == [("t.hpa", 0, 90.0), ("t.hpa", 1, 90.0), ("t.vpa", 0, 90.0)]
+    assert [orjson.loads(v)["ts"] for _, _, v, _, _ in records][:4] == [90.0, 90.0, 90.0, 100.0]
+    assert records[-4][4] is None and records[-3][4] is not None  # the last event, then the last round
+
+
+def test_a_cluster_with_watermarks_waits_for_one_on_every_topic_and_then_follows_the_smallest() -> None:
+    clock = PartitionClock(0.0)
+    assert clock.cluster_bound("c1") is None  # writes none: the caught-up rule applies
+    clock.mark("metric", 0, "c1", 100.0)
+    assert clock.cluster_bound("c1") == -INF  # one topic said so; the others may still hold older events
+    for i, kind in enumerate(("workload", "hpa", "vpa", "policy")):
+        clock.mark(kind, i, "c1", 120.0)
+    assert clock.cluster_bound("c1") == 100.0
+    clock.mark("metric", 1, "c1", 90.0)  # never goes back
+    assert clock.cluster_bound("c1") == 100.0
+    clock.mark("metric", 2, "c1", 130.0)
+    assert clock.cluster_bound("c1") == 120.0
+    assert clock.cluster_bound("c2") is None
+
+
+def test_watermarks_decode_strictly_and_name_the_field() -> None:
+    assert decode_watermark(b"eu-1", {"type": "watermark", "cluster": "eu-1", "ts": 5}) == ("eu-1", 5.0)
+    with pytest.raises(InvalidEvent, match=r"field 'cluser': unknown field of a watermark \(did you mean cluster\?\)"):
+        decode_watermark(b"eu-1", {"type": "watermark", "cluser": "eu-1", "ts": 5})
+    with pytest.raises(InvalidEvent, match="field 'ts': expected a finite number"):
+        decode_watermark(b"eu-1", {"type": "watermark", "cluster": "eu-1", "ts": "soon"})
+    with pytest.raises(InvalidEvent, match="field 'key': a watermark is keyed by its cluster 'eu-1', got 'us-1'"):
+        decode_watermark(b"us-1", {"type": "watermark", "cluster": "eu-1", "ts": 5})
+
+
+def test_a_late_input_is_ingested_and_reported_with_the_tick_it_missed() -> None:
+    events, _policies, merger, hw = _one_workload_offered()
+    key = "c1/shop/Deployment/web"
+    merger.release(0, hw)
+    merger.flush_idle(0, hw, 3.0, 2.0)
+    decided = merger.slots[key].state.last_tick
+    first = next(e for e in events if e["type"] == "hpa")
+    again = {**first, "ts": decided - 1.0}
+    assert merger.offer(0, "hpa", hw["hpa"], again, decode_event(again), 4.0)
+    out = merger.release(0, hw | {"hpa": hw["hpa"] + 1}, 10.0)
+    assert [(x.kind, x.offset, x.ts, x.tick, x.decided) for x in out.late] == [
+        ("hpa", hw["hpa"], decided - 1.0, decided, decided)
+    ]
+    reports = [ev for _, kind, ev in out.emitted if kind == "audit" and ev["type"] == LATE]
+    assert len(reports) == 1 and reports[0]["subject"] == key
+    assert reports[0]["data"]["input"] == {"type": "hpa", "ts": decided - 1.0, "partition": 0, "offset": hw["hpa"]}
+    assert reports[0]["data"]["tick"] == decided and reports[0]["data"]["decided_through"] == decided
+
+
+def test_a_reloaded_slot_of_a_watermarking_cluster_waits_for_new_watermarks() -> None:
+    """After a rebalance the new owner has read no watermark yet: its cluster's events wait, rather
+    than being released by the caught-up guess that issue #28 saw go wrong under load."""
+    slot = Slot.new("c1/shop/Deployment/web", 0)
+    slot.marked = True
+    again = Slot.from_bytes(slot.to_bytes())
+    assert again.marked
+    merger = Merger(Settings())
+    merger.load(again)
+    raw = _ev(100.0)
+    merger.clock(0, 0.0)
+    for kind in KINDS:
+        merger.clock(0, 0.0).set_start(kind, 0)
+    assert merger.offer(0, "hpa", 0, raw, decode_event(raw), 0.0)
+    everything_read = dict.fromkeys(KINDS, 1) | {"hpa": 1}
+    assert merger.release(0, everything_read, 100.0) == Output() and not merger.released()
+    for kind in KINDS:
+        merger.mark(0, kind, 1, "c1", 100.0, 1.0)
+    merger.release(0, everything_read, 100.0)
+    assert merger.released()
+    assert b"marked" not in Slot.new("c1/shop/Deployment/web", 0).to_bytes()  # unchanged bytes without watermarks

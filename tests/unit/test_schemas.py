@@ -33,7 +33,7 @@ from scaling.events import (
 )
 from scaling.policies import parse_policy, policy_target
 from scaling.quantity import format_cpu, format_memory, format_quantity, parse_duration, parse_quantity
-from scaling.vocabulary import CLOUDEVENT_TYPES, TIE_ORDER
+from scaling.vocabulary import CLOUDEVENT_TYPES, LATE, TIE_ORDER
 from schemas.codec import decode
 
 EXAMPLES = Path(schemas.__file__).parent / "examples"
@@ -132,7 +132,7 @@ def test_event_schema_lists_exactly_the_decoders_event_types() -> None:
 def test_decision_schema_lists_exactly_the_vocabularys_cloudevent_types() -> None:
     schema = schemas.load_schema("decision")
     assert tuple(schema["properties"]["type"]["enum"]) == tuple(CLOUDEVENT_TYPES.values())
-    assert tuple(CLOUDEVENT_TYPES.values()) == (DECISION, BLOCKED, APPLIED, APPLY_FAILED)
+    assert tuple(CLOUDEVENT_TYPES.values()) == (DECISION, BLOCKED, APPLIED, APPLY_FAILED, LATE)
 
 
 def test_the_merges_tie_order_ranks_every_event_type_once() -> None:
