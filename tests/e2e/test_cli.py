@@ -79,7 +79,8 @@ def test_a_bad_variable_of_one_command_does_not_break_another(
     assert done.value.code == 2
     assert (
         capsys.readouterr().err.splitlines()[-1]
-        == "tandem worker: error: argument --metrics-port: invalid int value: 'abc'"
+        == "tandem worker: error: argument --metrics-port: invalid int value: 'abc' "
+        "(from the environment variable TANDEM_METRICS_PORT; fix or unset it)"
     )
 
 
