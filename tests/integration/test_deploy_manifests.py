@@ -8,9 +8,11 @@ and defaulted as if created (admission included), and nothing is stored.
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import subprocess
+import tomllib
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,16 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "tandem"
 RBAC = ROOT / "deploy" / "rbac"
 INSTALL = "go install helm.sh/helm/v3/cmd/helm@v3.16.4"
+VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+#: The Prometheus Operator's CRDs (tests/fixtures/crds/README.md) for the monitoring objects.
+MONITORING_CRDS = sorted((ROOT / "tests" / "fixtures" / "crds").glob("monitoring.coreos.com_*.yaml"))
+#: Every monitoring object of the chart on (values metrics.*).
+MONITORING = (
+    "metrics.serviceMonitor.enabled=true",
+    "metrics.podMonitor.enabled=true",
+    "metrics.prometheusRule.enabled=true",
+    "metrics.dashboard.enabled=true",
+)
 
 
 @cache
@@ -181,22 +193,38 @@ def test_rendering_refuses_an_edge_without_cluster_and_more_workers_than_partiti
     assert "worker.replicas (9) must not exceed partitions (8)" in out.stderr
 
 
-@needs_helm
-def test_rendered_manifests_pass_server_side_dry_run_on_a_real_apiserver(kube_api: Any, kube_namespace: str) -> None:
+def dry_run_apply(kube_api: Any, namespace: str, docs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Server-side apply of every document with dryRun=All: validated, defaulted and admitted, not stored."""
     from kubernetes import dynamic
 
-    docs = render(kube_namespace, "edge.cluster=eu-1", "config.sync_period=30", "collector.namespaces={shop}")
     client = dynamic.DynamicClient(kube_api)
     applied: dict[tuple[str, str], dict[str, Any]] = {}
     for doc in docs:
         resource = client.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
-        namespace = kube_namespace if resource.namespaced else None
+        ns = namespace if resource.namespaced else None
         # force: cluster-scoped RBAC objects may already exist from the edge tests of this session,
         # owned by another field manager; a dry run checks the manifests, not who owns the fields.
         result = client.server_side_apply(
-            resource, body=doc, namespace=namespace, field_manager="tandem-test", dry_run="All", force_conflicts=True
+            resource, body=doc, namespace=ns, field_manager="tandem-test", dry_run="All", force_conflicts=True
         ).to_dict()
         applied[(doc["kind"], doc["metadata"]["name"])] = result
+    return applied
+
+
+@pytest.fixture
+def crds_namespace(kube_api: Any, kube_namespace: str) -> str:
+    """A fresh namespace on an API server with deploy/crds/ and the Prometheus Operator's CRDs installed."""
+    from tests.integration.test_applier_kube import install_crds
+
+    install_crds(kube_api, kube_namespace, [yaml.safe_load(p.read_text()) for p in MONITORING_CRDS])
+    return kube_namespace
+
+
+@needs_helm
+def test_rendered_manifests_pass_server_side_dry_run_on_a_real_apiserver(kube_api: Any, crds_namespace: str) -> None:
+    kube_namespace = crds_namespace
+    docs = render(kube_namespace, "edge.cluster=eu-1", "config.sync_period=30", "collector.namespaces={shop}")
+    applied = dry_run_apply(kube_api, kube_namespace, docs)
     assert sorted(applied) == sorted((d["kind"], d["metadata"]["name"]) for d in docs)
     # 2 ServiceAccounts, 2 ClusterRoles, 2 bindings, ConfigMap, Service, StatefulSet, PDB, 2 Deployments.
     assert len(docs) == 12
@@ -210,6 +238,36 @@ def test_rendered_manifests_pass_server_side_dry_run_on_a_real_apiserver(kube_ap
 
     assert k8s.AppsV1Api(kube_api).list_namespaced_stateful_set(kube_namespace).items == []
     assert k8s.AppsV1Api(kube_api).list_namespaced_deployment(kube_namespace).items == []
+
+
+#: The chart as installed centrally and per cluster, every monitoring object on (docs/operating.md).
+VARIANTS = {
+    # ConfigMap, Service, StatefulSet, PDB, ServiceMonitor, PrometheusRule, the dashboard's ConfigMap.
+    "central": (("edge.enabled=false", "config.sync_period=30", *MONITORING), 7),
+    # 2 ServiceAccounts, 2 ClusterRoles, 2 bindings, 2 Deployments, PodMonitor, PrometheusRule, dashboard.
+    "edge": (("worker.enabled=false", "edge.cluster=eu-1", "collector.namespaces={shop}", *MONITORING), 11),
+}
+
+
+@needs_helm
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_central_and_edge_with_monitoring_pass_server_side_dry_run(
+    kube_api: Any, crds_namespace: str, variant: str
+) -> None:
+    sets, count = VARIANTS[variant]
+    docs = render(crds_namespace, *sets)
+    applied = dry_run_apply(kube_api, crds_namespace, docs)
+    assert sorted(applied) == sorted((d["kind"], d["metadata"]["name"]) for d in docs)
+    assert len(docs) == count
+    kinds = {kind for kind, _ in applied}
+    monitor = "ServiceMonitor" if variant == "central" else "PodMonitor"
+    assert {monitor, "PrometheusRule", "ConfigMap"} <= kinds
+    assert applied[(monitor, f"tandem-{'worker' if variant == 'central' else 'edge'}")]["metadata"]["namespace"] == (
+        crds_namespace
+    )
+    # The rules went through the PrometheusRule CRD's schema (no admission webhook here).
+    (rule,) = [v for (k, _), v in applied.items() if k == "PrometheusRule"]
+    assert len(rule["spec"]["groups"][0]["rules"]) == 5
 
 
 #: Secrets by name only: the chart never sees their content, only the names it mounts.
@@ -392,3 +450,120 @@ def test_client_certificate_refused_without_tls() -> None:
             f"kafkaSecurity.worker.certSecret needs kafkaSecurity.protocol SSL or SASL_SSL (mutual TLS), not {protocol}"
             in out.stderr
         )
+
+
+#: The Secrets SECURE_SETS names, as docs/operating.md ("With Helm") says to create them: name -> (type, keys).
+SECURE_SECRETS = {
+    "kafka-ca": ("Opaque", ("ca.crt",)),
+    **{f"{c}-tls": ("kubernetes.io/tls", ("tls.crt", "tls.key")) for c in ("worker", "collector", "applier")},
+    **{f"{c}-kafka": ("Opaque", ("password",)) for c in ("worker", "collector", "applier")},
+    "tandem-input-keys": ("Opaque", ("keys",)),
+    "tandem-decision-key": ("Opaque", ("decision.key",)),
+    "tandem-input-key": ("Opaque", ("keys",)),
+    "tandem-decision-pub": ("Opaque", ("decision.pub",)),
+}
+
+
+def secret_doc(name: str) -> dict[str, Any]:
+    type_, keys = SECURE_SECRETS[name]
+    data = {k: base64.b64encode(f"placeholder {k}\n".encode()).decode() for k in keys}
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "type": type_, "data": data}
+
+
+@needs_helm
+def test_secure_variant_with_every_secret_passes_server_side_dry_run(kube_api: Any, crds_namespace: str) -> None:
+    docs = render(crds_namespace, *SECURE_SETS, *MONITORING)
+    secrets = [secret_doc(name) for name in sorted(SECURE_SECRETS)]
+    applied = dry_run_apply(kube_api, crds_namespace, secrets + docs)
+    assert sorted(applied) == sorted((d["kind"], d["metadata"]["name"]) for d in secrets + docs)
+    assert len(docs) == 15  # the 11 of a default install without config, and 4 monitoring objects
+    # Every Secret the pods mount is one of these, and every file a TANDEM_* variable names is a key of
+    # the Secret mounted at its directory: the chart and the documented Secrets agree.
+    mounted: set[str] = set()
+    for kind, name in (
+        ("StatefulSet", "tandem-worker"),
+        ("Deployment", "tandem-collector"),
+        ("Deployment", "tandem-applier"),
+    ):
+        pod = applied[(kind, name)]["spec"]["template"]["spec"]
+        mounts = secret_mounts(pod)
+        mounted |= {secret for secret, _ in mounts.values()}
+        for e in pod["containers"][0]["env"]:
+            directory, _, key = e["value"].rpartition("/")
+            if directory in mounts:
+                assert key in SECURE_SECRETS[mounts[directory][0]][1], (name, e)
+    assert mounted == set(SECURE_SECRETS)
+
+
+@needs_helm
+def test_app_version_is_the_package_version_and_the_default_image_tag_follows_it() -> None:
+    assert yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"] == VERSION  # tests/unit/test_release.py too
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["image"]["tag"] == ""
+
+    def images(*sets: str) -> set[str]:
+        docs = render("tandem-system", "edge.cluster=eu-1", *sets)
+        return {
+            c["image"]
+            for d in docs
+            if d["kind"] in ("Deployment", "StatefulSet")
+            for c in d["spec"]["template"]["spec"]["containers"]
+        }
+
+    assert images() == {f"ghcr.io/tandem-dev/tandem:{VERSION}"}
+    assert images("image.tag=0.2.0-rc.1", "image.repository=registry.example/tandem") == {
+        "registry.example/tandem:0.2.0-rc.1"
+    }
+
+
+@needs_helm
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("imagee.tag=x", "- (root): Additional property imagee is not allowed"),
+        ("worker.replicass=3", "- worker: Additional property replicass is not allowed"),
+        (
+            "kafkaSecurity.worker.passwordSecrets=x",
+            "- kafkaSecurity.worker: Additional property passwordSecrets is not allowed",
+        ),
+        ("metrics.serviceMonitor.enable=true", "- metrics.serviceMonitor: Additional property enable is not allowed"),
+        ("worker.replicas=two", "- worker.replicas: Invalid type. Expected: integer, given: string"),
+        ("applier.dryRun=yes", "- applier.dryRun: Invalid type. Expected: boolean, given: string"),
+        ("kafkaSecurity.protocol=TLS", "- kafkaSecurity.protocol: kafkaSecurity.protocol must be one of the following"),
+        ("broker=kafka-0:9092", "- broker: Does not match pattern '^kafka://'"),
+        ("metrics.serviceMonitor.interval=30", "- metrics.serviceMonitor.interval: Invalid type. Expected: string"),
+    ],
+)
+def test_a_misspelled_or_mistyped_value_fails_naming_it(value: str, says: str) -> None:
+    for command in ("template", "lint"):
+        args = ["tandem", str(CHART)] if command == "template" else [str(CHART)]
+        out = run_helm(command, *args, "--set", "edge.cluster=eu-1", "--set", value)
+        assert out.returncode != 0, (command, value)
+        assert says in out.stdout + out.stderr, (command, out.stdout + out.stderr)
+
+
+def test_values_yaml_is_valid_against_its_schema_and_the_schema_knows_every_value() -> None:
+    """values.schema.json closes every object of values.yaml (additionalProperties false) except the
+    Kubernetes fields passed through as they are, so a misspelling anywhere is caught."""
+    import jsonschema
+
+    schema = json_load(CHART / "values.schema.json")
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    jsonschema.validate(values, schema)
+    free = {"config", "podSecurityContext", "containerSecurityContext", "resources", "nodeSelector", "affinity"}
+    free |= {"podAnnotations", "labels", "annotations"}
+
+    def walk(node: dict[str, Any], value: Any, path: str) -> None:
+        if isinstance(value, dict) and path.rsplit(".", 1)[-1] not in free:
+            assert node.get("additionalProperties") is False, f"{path or '(root)'} is open in values.schema.json"
+            for key, sub in value.items():
+                assert key in node["properties"], f"{path}.{key} is not in values.schema.json"
+                walk(node["properties"][key], sub, f"{path}.{key}" if path else key)
+
+    walk(schema, values, "")
+
+
+def json_load(path: Path) -> Any:
+    import json
+
+    return json.loads(path.read_text())

@@ -19,17 +19,11 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.test_deploy_manifests import CHART, by_kind, needs_helm, render
+from tests.integration.test_deploy_manifests import CHART, MONITORING, by_kind, needs_helm, render
 
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(
     PROMTOOL is None, reason="promtool is not installed: Debian's prometheus package (apt-get install prometheus)"
-)
-MONITORING = (
-    "metrics.serviceMonitor.enabled=true",
-    "metrics.podMonitor.enabled=true",
-    "metrics.prometheusRule.enabled=true",
-    "metrics.dashboard.enabled=true",
 )
 NS = "tandem-system"
 
