@@ -1,6 +1,7 @@
 """Run the fault scenarios of issue #18 N times each and print a table of passes.
 
     python bench/chaos.py [--runs 20] [--parallel 1] [--scenario NAME]... [--outage 30] [--logs DIR]
+                          [--hogs N] [--without-watermarks]
 
 Each scenario is one real-broker test (``tests/integration/test_worker_kafka.py``,
 ``tests/integration/test_chaos.py`` and ``tests/integration/test_worker_stall.py``): it publishes
@@ -13,6 +14,12 @@ another one's broker and workers).  A run's outcome is pytest's: passed, xfailed
 documented limit the test reports as such) or failed (its output is kept under ``--logs``).  The
 worker scenarios share one broker started here (``scripts/kafka.sh``); the broker scenarios start
 and stop their own.
+
+``--hogs N`` runs N busy loops (one CPU each) beside every run for the whole bench, so the
+broker, the publisher and the workers compete for CPU (issue #28); the ``takeover-hogs``
+scenario starts its own two unless ``--hogs`` is given.  ``--without-watermarks`` has ``tandem
+publish`` write none (``TANDEM_WATERMARK_EVERY=0``): the merge's caught-up rule alone, to show what
+the watermarks prevent.
 
 The table goes to docs/operating.md ("Faults") with the machine and the command.
 """
@@ -35,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKER = "tests/integration/test_worker_kafka.py::"
 CHAOS = "tests/integration/test_chaos.py::"
 STALL = "tests/integration/test_worker_stall.py::"
+LOAD = "tests/integration/test_under_load.py::"
 
 #: name -> (what the issue calls it, pytest node id)
 SCENARIOS: dict[str, tuple[str, str]] = {
@@ -70,7 +78,13 @@ SCENARIOS: dict[str, tuple[str, str]] = {
         "7. a fetch that never returns (the worker ends it)",
         STALL + "test_a_fetch_that_never_returns_is_ended_and_the_worker_catches_up",
     ),
+    "takeover-hogs": (
+        "8. the takeover of 6 beside two CPU hogs, the first half read while published",
+        LOAD + "test_a_takeover_beside_cpu_hogs_decides_exactly_what_replay_decides",
+    ),
 }
+
+HOG = "x = 0\nwhile True:\n    x = (x * 7 + 3) % 1000003\n"
 
 
 def _outcome(code: int, output: str) -> str:
@@ -88,8 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--outage", type=float, default=30.0, help="seconds the broker stays away under SIGTERM")
     p.add_argument("--logs", type=Path, default=Path("chaos-logs"), help="where failed runs' output goes")
     p.add_argument("--parallel", type=int, default=1, help="runs at once (default 1; each run is several processes)")
+    p.add_argument("--hogs", type=int, default=0, help="busy loops beside every run, one CPU each (default 0)")
+    p.add_argument("--without-watermarks", action="store_true", help="tandem publish writes no watermarks")
     args = p.parse_args(argv)
     chosen = args.scenario or list(SCENARIOS)
+    hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(args.hogs)]
 
     broker_dir = Path(tempfile.mkdtemp(prefix="tandem-chaos-broker."))
     env = {**os.environ, "TANDEM_KAFKA_WATCH_PID": str(os.getpid())}
@@ -115,7 +132,13 @@ def main(argv: list[str] | None = None) -> int:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEx", SCENARIOS[name][1]],
                     cwd=ROOT,
-                    env={**env, "TANDEM_TEST_BROKER": bootstrap, "TANDEM_CHAOS_OUTAGE": str(args.outage)},
+                    env={
+                        **env,
+                        "TANDEM_TEST_BROKER": bootstrap,
+                        "TANDEM_CHAOS_OUTAGE": str(args.outage),
+                        **({"TANDEM_HOGS": "0"} if args.hogs else {}),
+                        **({"TANDEM_WATERMARK_EVERY": "0"} if args.without_watermarks else {}),
+                    },
                     stdout=out.open("w"),
                     stderr=subprocess.STDOUT,
                     text=True,
@@ -139,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
             proc.terminate()
             proc.wait()
     finally:
+        for hog in hogs:
+            hog.kill()
         subprocess.run(["bash", "scripts/kafka.sh", "stop", str(broker_dir)], cwd=ROOT, capture_output=True)
 
     print(
@@ -146,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         f"Python {platform.python_version()}; {time.monotonic() - begun:.0f} s in all"
     )
     only = "".join(f" --scenario {n}" for n in args.scenario or ())
+    only += f" --hogs {args.hogs}" if args.hogs else ""
+    only += " --without-watermarks" if args.without_watermarks else ""
     print(f"command: python bench/chaos.py --runs {args.runs} --parallel {args.parallel}{only}")
     print()
     print("| scenario | runs | passed | xfailed | failed | median s |")

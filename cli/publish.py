@@ -16,7 +16,7 @@ from scaling.vocabulary import EVENT_TYPES
 from streams.inputs import UsageError, load_command_inputs
 from streams.publish import WATERMARK_EVERY, messages, publish, warn_retention
 from streams.runner import ReplayStats, StrictError, read_sorted
-from streams.settings import add_input_signing_options, add_kafka_options, kafka_settings
+from streams.settings import add_input_signing_options, add_kafka_options, env, kafka_settings
 from streams.topics import TopicMismatch, ensure_topics, list_topics
 
 NAME = "publish"
@@ -34,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
     p.add_argument(
         "--watermark-every",
         type=int,
-        default=WATERMARK_EVERY,
+        default=env("watermark_every", WATERMARK_EVERY),
         metavar="N",
         help="a round of watermarks (docs/contract.md 3a) every N messages, first and last; 0 writes none "
         f"(a worker then orders the clusters' events by a processing-time guess). Default {WATERMARK_EVERY}",

@@ -82,6 +82,7 @@ from ops.errors import describe
 from ops.retry import start_retrying
 from schemas.codec import encode
 from streams.deadletter import deadletter_record
+from streams.merge import watermark
 from streams.topics import TOPIC_OF_TYPE, ensure_topics, topic_name
 
 __all__ = ["COLLECTOR_COMPONENT", "CollectorConfig", "deadletter_value", "run"]
@@ -171,11 +172,36 @@ class _KafkaSink:
         self.deadletter = topic_name(settings.prefix, "deadletter")
         self.settings = settings
         self.producer = AIOKafkaProducer(**settings.client_kwargs(), acks="all", enable_idempotence=True, linger_ms=5)
+        #: Held while events are stamped-and-sent or a round of watermarks goes out (FIFO), so that a
+        #: watermark at ``W`` follows every event stamped before ``W`` in each topic-partition.
+        self.lock = asyncio.Lock()
 
     async def start(self) -> None:
         await self.producer.start()
 
+    async def watermark(self, cluster: str, ts: float) -> None:
+        """A round of watermarks (docs/contract.md §3a): every event of ``cluster`` stamped up to
+        ``ts`` has been sent, so the worker may decide its ticks up to there, whatever the delays
+        between the topics' batches (docs/worker.md, "Order across topics")."""
+        async with self.lock:
+            futures = []
+            key = cluster.encode()
+            value = encode(watermark(cluster, ts))
+            for type_, topic in self.topics.items():
+                headers = self.settings.input_headers(type_, key, value)
+                for p in sorted(await self.producer.partitions_for(topic)):
+                    futures.append(
+                        await self.producer.send(
+                            topic, value=value, key=key, partition=p, timestamp_ms=round(ts * 1000), headers=headers
+                        )
+                    )
+            await asyncio.gather(*futures)
+
     async def send(self, events: Sequence[dict[str, Any]]) -> None:
+        async with self.lock:
+            await self._send(events)
+
+    async def _send(self, events: Sequence[dict[str, Any]]) -> None:
         futures = []
         for ev in events:
             key = "/".join(ev["workload"][f] for f in ("cluster", "namespace", "kind", "name")).encode()
@@ -213,6 +239,9 @@ class _FileSink:
 
     async def dead_letter(self, refusal: Refusal) -> bool:
         return False  # a JSON Lines file holds input events only: the Event and the log say it
+
+    async def watermark(self, cluster: str, ts: float) -> None:
+        """A recording's order is its lines' order: ``tandem publish`` writes the watermarks."""
 
     async def stop(self) -> None:
         if self.fh is not None and self.fh is not sys.stdout.buffer:
@@ -308,6 +337,9 @@ async def run(
 
     async def scrape() -> None:
         warned = False
+        # A first round before any event, so the worker orders this cluster by watermarks from
+        # its first event on (vacuously true: nothing is stamped yet).
+        await sink.watermark(config.cluster, time.time())
         while not stop.is_set():
             try:
                 with _timed(metrics, "discover_pod_metrics"):
@@ -325,6 +357,12 @@ async def run(
                     warned = True
             except KubeError as exc:
                 log.warning("pod metrics: %s", exc)
+            try:
+                # Stamped after the scrape's events: the events are sent (or queued before it on
+                # the sink's lock), so every event of this cluster up to now precedes it.
+                await sink.watermark(config.cluster, time.time())
+            except Exception as exc:  # the next round carries the same promise, later
+                log.warning("watermark not sent: %s", describe(exc))
             await asyncio.to_thread(stop.wait, config.interval)
 
     refusals: asyncio.Queue[Refusal | None] = asyncio.Queue()
