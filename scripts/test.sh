@@ -75,6 +75,15 @@ fi
 if [ -z "${TANDEM_NO_APT:-}" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   quiet "installing buildah" scripts/image.sh tools ||
     echo "scripts/test.sh: buildah could not be installed; the image tests will skip" >&2
+  # promtool (Debian's prometheus package) checks and tests the chart's alerts (test_monitoring.py).
+  if ! command -v promtool >/dev/null; then
+    t0=$SECONDS
+    if quiet "installing promtool" sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus'; then
+      echo "scripts/test.sh: installed Debian's prometheus (promtool) in $((SECONDS - t0))s" >&2
+    else
+      echo "scripts/test.sh: prometheus could not be installed; the promtool tests will skip" >&2
+    fi
+  fi
 fi
 
 # The optional compiled core (scripts/build_core.py: mypyc over scaling/, cached by a digest of the
