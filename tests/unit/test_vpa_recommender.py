@@ -177,10 +177,31 @@ def test_memory_peak_per_aggregation_interval_not_every_sample() -> None:
     assert s.cpu.ref == T0
     assert s.total_samples_count == 3
     assert (s.first_sample_ts, s.last_sample_ts) == (T0, T0 + 24 * HOUR)
-    weights = [0.1 * math.pow(2.0, 0.0), 0.1 * math.pow(2.0, 0.5), 0.1 * math.pow(2.0, 1.0)]
+    # Go's math.Exp2(0.5) is 1.414213562373095, one bit below sqrt(2) (math.pow's)
+    weights = [0.1 * 1.0, 0.1 * 1.414213562373095, 0.1 * 2.0]
     assert s.cpu.total == weights[0] + weights[1] + weights[2]
     for cores, weight in zip((3.14, 6.28, 1.57), weights, strict=True):
         assert s.cpu.weights[CPU_HISTOGRAM_OPTIONS.find_bucket(cores)] == weight
+
+
+def test_decay_factors_are_gos_exp2_bit_for_bit() -> None:
+    # Go's math.Exp2 (src/math/exp.go exp2/expmulti, pure Go on amd64) is not correctly rounded;
+    # these x (days between a sample and the reference) are ones where it differs from math.pow,
+    # the values printed by Go's math.Exp2.  Equal peaks of pods started together tie on a
+    # percentile threshold, and one bit of a weight then moves the memory lower bound a bucket.
+    from scaling.recommend.vpa.arithmetic import _go_exp2
+
+    cases = [
+        (0.5, 1.414213562373095),
+        (8.424618055555555, 343.60758072173576),
+        (11.609837962962963, 3125.427806202403),
+        (19.762303240740742, 889295.4266107699),
+        (5.89244212962963, 59.402104127637415),
+    ]
+    for x, go in cases:
+        assert _go_exp2(x) == go and math.pow(2.0, x) != go
+    assert (_go_exp2(0.0), _go_exp2(-1075.0), _go_exp2(1025.0)) == (1.0, 0.0, math.inf)
+    assert math.isnan(_go_exp2(math.nan))
 
 
 def test_oom_bumps_the_known_usage_peak_not_the_request() -> None:

@@ -72,6 +72,46 @@ def _go_div(a: float, b: float) -> float:
 _TWO_TO_500: Final = 2.0**500
 
 
+def _go_exp2(x: float) -> float:
+    """Go's ``math.Exp2`` bit for bit (src/math/exp.go ``exp2`` and ``expmulti``; amd64 has no
+    assembly for it).  Not correctly rounded: ``2.0 ** x`` differs in the last bit for about one
+    ``x`` in ten, and the decaying histograms' weights are this; a percentile whose running sum ties
+    with its threshold (equal weights, as pods started together give) then lands a bucket off.
+    """
+    if x != x:
+        return x
+    if x > 1.0239999999999999e03:
+        return math.inf
+    if x < -1.0740e03:
+        return 0.0
+    # argument reduction; x = r x lg(e) + k with |r| <= ln(2)/2, r = hi - lo for extra precision
+    if x > 0:
+        k = int(x + 0.5)
+    elif x < 0:
+        k = int(x - 0.5)
+    else:
+        k = 0
+    t = x - float(k)
+    hi = t * 6.93147180369123816490e-01  # Ln2Hi
+    lo = -t * 1.90821492927058770002e-10  # Ln2Lo
+    # expmulti
+    r = hi - lo
+    tt = r * r
+    c = r - tt * (
+        1.66666666666666657415e-01
+        + tt
+        * (
+            -2.77777777770155933842e-03
+            + tt * (6.61375632143793436117e-05 + tt * (-1.65339022054652515390e-06 + tt * 4.13813679705723846039e-08))
+        )
+    )
+    y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
+    try:
+        return math.ldexp(y, k)
+    except OverflowError:  # Go's Ldexp gives +Inf (only for x just under 1024)
+        return math.inf
+
+
 def _go_pow(x: float, y: float) -> float:
     """Go's ``math.Pow``, which is *not* correctly rounded: integer powers by repeated squaring.
 

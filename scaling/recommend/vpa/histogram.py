@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from itertools import accumulate, compress
 from typing import Any, Final
 
-from .arithmetic import MAX_RESOURCE_AMOUNT, _go_log, _go_pow
+from .arithmetic import MAX_RESOURCE_AMOUNT, _go_exp2, _go_log, _go_pow
 
 __all__ = [
     "BUCKET_RATIO",
@@ -212,7 +212,7 @@ class DecayingHistogram:
             self.shift_reference(ts, half_life)
             ref = self.ref
             assert ref is not None
-        return math.pow(2.0, (ts - ref) / half_life)  # math.Exp2
+        return _go_exp2((ts - ref) / half_life)  # math.Exp2, bit for bit
 
     def shift_reference(self, new_ref: float, half_life: float) -> None:
         """VPA: decaying_histogram.go shiftReferenceTimestamp - round, then scale by 2^exponent."""

@@ -238,8 +238,9 @@ class ContainerState:
 
         Reference 2.5 / VPA: model/container.go RecordOOM.  Dropped if ``ts`` is more than one
         interval before the pod's last memory sample (1.8.1's rule, kubernetes/autoscaler#8548:
-        not WindowEnd, which can sit up to an interval ahead of the last sample).  memoryUsed = max(request, the window's
-        usage peak) (not the OOM peak, to avoid runaway growth); the artificial sample is
+        not WindowEnd, which can sit up to an interval ahead of the last sample).
+        memoryUsed = max(request, the window's usage peak) (not the OOM peak, to avoid runaway
+        growth); the artificial sample is
         max(memoryUsed + oom_min_bump_up_bytes, memoryUsed x oom_bump_up_ratio), fed into the peak
         logic as an OOM sample.  ``max_memory`` (> 0) is upstream's newer per-container cap on
         memoryUsed and the bump (0: no cap).  Returns True if the OOM was recorded.
