@@ -21,6 +21,10 @@ own results, this module computes
   - CustomHpa ``autoscaling.tandem.dev/v1alpha1`` (tandem's CRD; the shape of an HPA's status):
     ``currentReplicas``, ``desiredReplicas``, ``lastScaleTime``, ``conditions``;
 
+* on every kind, the HPA's ``ScalingActive`` condition False with reason ``AmbiguousPolicy`` while
+  other policies target the workload too (:func:`ambiguity_message` names them), True again at the
+  policy's next other report;
+
 * the Kubernetes Event of each applied decision and of each change held back (:func:`event_for`),
   whose message is the sentence of ``tandem audit explain`` (:mod:`schemas.words`), and the
   message of the collector's Warning on a policy object the parser refuses
