@@ -326,7 +326,22 @@ def text_line(e: AuditEvent) -> str:
         return (
             f"{head}  decision {d.get('decision', '?')} failed at {e.event.get('source', '?')}: {d.get('error', '?')}"
         )
+    if e.type == "late":
+        return f"{head}  {late_sentence(d)}"
     return f"{head}  {e.event.get('type')}"
+
+
+def late_sentence(d: Mapping[str, Any]) -> str:
+    """What a ``dev.tandem.late.v1`` report says, in words (docs/worker.md, "Late inputs")."""
+    inp = d.get("input") if isinstance(d.get("input"), Mapping) else {}
+    tick, done = d.get("tick"), d.get("decided_through")
+    when = fmt_time(tick) if isinstance(tick, int | float) else "?"
+    through = fmt_time(done) if isinstance(done, int | float) else "?"
+    return (
+        f"Late input: a {inp.get('type', '?')} event of tick {when} came after the ticks through {through} "
+        f"had been decided (partition {inp.get('partition', '?')}, offset {inp.get('offset', '?')}); it was "
+        "applied to the state without a new decision for its tick."
+    )
 
 
 # ----------------------------------------------------------------------------------- explain
@@ -356,14 +371,20 @@ def explain(key: str, events: Sequence[AuditEvent]) -> Iterator[str]:
         if e.type in ("applied", "apply_failed"):
             results.setdefault(str(e.data.get("decision", "")), []).append(e)
     ticks = sorted((e for e in mine if e.type in ("decision", "blocked")), key=lambda e: (e.ts, e.seq))
+    late = sorted((e for e in mine if e.type == "late"), key=lambda e: (e.ts, e.seq))
     n_dec = sum(e.type == "decision" for e in ticks)
     summary = f"{key}: {_count(ticks, 'tick')} with news, {_count(range(n_dec), 'decision')}"
     summary += f" and {_count(range(len(ticks) - n_dec), 'tick')} where every wanted change was held back."
     if not results:
         summary += " This stream holds no applier results, so it does not say whether the decisions were applied."
+    if late:
+        summary += f" {_count(late, 'input')} came late (after its tick was decided): not replay's order."
     yield summary
     seen: set[str] = set()
-    for e in ticks:
+    for e in sorted([*ticks, *late], key=lambda e: (e.ts, e.seq)):
+        if e.type == "late":
+            yield f"{fmt_time(e.ts)}. {late_sentence(e.data)}"
+            continue
         d = e.data
         lines = [f"{fmt_time(e.ts)} (tick {e.ts:.0f}). {policy_phrase(d)}"]
         inputs = describe_inputs(d.get("inputs") or {})

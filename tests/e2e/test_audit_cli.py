@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from scaling.cloudevents import APPLIED, APPLY_FAILED, BLOCKED, DECISION, cloudevent
+from scaling.vocabulary import LATE
 
 T0 = 1_762_250_400.0  # 2025-11-04T10:00:00Z
 WEB = {"cluster": "c1", "namespace": "shop", "kind": "Deployment", "name": "web"}
@@ -208,6 +209,35 @@ def test_explain_says_so_when_the_stream_has_no_applier_results(tmp_path: Path) 
     assert out.returncode == 0, out.stderr
     assert "This stream holds no applier results, so it does not say whether the decisions were applied." in out.stdout
     assert "Applied by" not in out.stdout
+
+
+def test_explain_and_text_tell_a_late_input_with_the_tick_it_missed(tmp_path: Path) -> None:
+    """Issue #28: a late input is never silent; the audit's report reads as a sentence."""
+    late = cloudevent(
+        LATE,
+        "c2",
+        key(ENC),
+        T0 + 58.0,
+        {
+            "tick": T0 + 60.0,
+            "decided_through": T0 + 60.0,
+            "input": {"type": "hpa", "ts": T0 + 58.0, "partition": 3, "offset": 1234},
+            "workload": ENC,
+        },
+    )
+    path = tmp_path / "audit.jsonl"
+    path.write_bytes(lines([D3, late]))
+    out = tandem("audit", "explain", "encoder", str(path))
+    assert out.returncode == 0, out.stderr
+    assert "1 input came late (after its tick was decided): not replay's order." in out.stdout
+    sentence = (
+        "Late input: a hpa event of tick 2025-11-04 10:01:00 UTC came after the ticks through 2025-11-04 10:01:00 UTC "
+        "had been decided (partition 3, offset 1234); it was applied to the state without a new decision for its tick."
+    )
+    assert sentence in out.stdout
+    text = tandem("audit", "--format", "text", "--type", "late", str(path))
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.count("\n") == 1 and sentence in text.stdout
 
 
 def test_explain_of_an_unknown_workload_exits_1_and_lists_the_workloads(audit_file: Path) -> None:
