@@ -380,6 +380,8 @@ class Pipeline:
             self.need_reload = True
             self._ends = {}
             self.merger.reset()
+            gone = sorted({tp.partition for tp in revoked if tp.topic in self.kind_of_topic})
+            log.info("tandem worker: revoked partitions %s", gone)
             self.assigned = set()
             await self.app.producer.flush()
 
@@ -721,6 +723,16 @@ class Pipeline:
                     now = time.monotonic()
                     for tp, off in starts.items():
                         self.merger.clock(tp.partition, now).set_start(self.kind_of_topic[tp.topic], off)
+                    if not unknown:
+                        # Where each owned partition resumed, said once per assignment (issue #28):
+                        # matched with the previous owner's commits, it tells what is read again.
+                        for p in sorted(self.assigned):
+                            where = " ".join(
+                                f"{k}={starts[TP(self.topic_of_kind[k], p)]}"
+                                for k in KINDS
+                                if TP(self.topic_of_kind[k], p) in starts
+                            )
+                            log.info("tandem worker: partition %d resumes at %s; %s", p, where, self.merger.story(p))
                     self.starts_known = not unknown
         except Exception as exc:  # retried by the next timer round
             log.warning("tandem worker: cannot read start offsets: %r", exc)

@@ -57,7 +57,7 @@ from typing import Any
 
 import orjson
 
-from scaling.cloudevents import cloudevent
+from scaling.cloudevents import cloudevent, rfc3339
 from scaling.errors import InvalidEvent
 from scaling.events import Event, WorkloadRef, decode_event
 from scaling.reconcile import flush, ingest, tick_of
@@ -393,6 +393,12 @@ def tombstone(key: bytes | None, ts: float) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------- merger
 
 
+def _when(ts: float | None) -> str:
+    if ts is None or ts == -INF:
+        return "not yet known on every topic"
+    return rfc3339(ts)
+
+
 def _merge_marks(target: dict[str, float], marks: Mapping[str, float]) -> None:
     for kind, ts in marks.items():
         if kind not in target or ts > target[kind]:
@@ -523,6 +529,16 @@ class Merger:
                 else self._marked[partition].setdefault(cluster, {})
             )
             _merge_marks(target, kinds)
+
+    def story(self, partition: int) -> str:
+        """Where ``partition``'s ordering stands, in words, for the log after an assignment."""
+        clock = self.clocks.get(partition)
+        keys = sum(1 for s in self.slots.values() if s.partition == partition)
+        head = f"{keys} workload(s), {self.buffered(partition)} event(s) waiting"
+        if clock is None or not clock.marks:
+            return head + ", no watermarks yet"
+        bounds = ", ".join(f"{c} {_when(clock.cluster_bound(c))}" for c in sorted(clock.marks))
+        return f"{head}, watermark bound {bounds}"
 
     def take_marks(self) -> dict[int, dict[str, dict[str, float]]]:
         """The watermarks of the partitions where they changed, to persist before acknowledging

@@ -818,8 +818,12 @@ def test_a_reloaded_slot_of_a_watermarking_cluster_waits_for_new_watermarks() ->
     assert merger.offer(0, "hpa", 0, raw, decode_event(raw), 0.0)
     everything_read = dict.fromkeys(KINDS, 1) | {"hpa": 1}
     assert merger.release(0, everything_read, 100.0) == Output() and not merger.released()
+    assert merger.story(0) == "1 workload(s), 1 event(s) waiting, watermark bound c1 not yet known on every topic"
     for kind in KINDS:
         merger.mark(0, kind, 1, "c1", 100.0, 1.0)
     merger.release(0, everything_read, 100.0)
     assert merger.released()
+    assert merger.story(0) == "1 workload(s), 0 event(s) waiting, watermark bound c1 1970-01-01T00:01:40Z"
+    assert merger.take_marks() == {0: {"c1": dict.fromkeys(KINDS, 100.0)}}
+    assert merger.take_marks() == {}  # written once until they change
     assert b"marked" not in Slot.new("c1/shop/Deployment/web", 0).to_bytes()  # unchanged bytes without watermarks
