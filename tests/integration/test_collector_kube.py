@@ -562,7 +562,12 @@ def test_relist_turns_vanished_objects_into_deletions_and_metrics_batch_per_work
             "ts": 101.0,
             "workload": {"cluster": "c1", "namespace": "shop", "kind": "Deployment", "name": "web"},
             "policy": None,
-            "deleted": {"apiVersion": "autoscaling.k8s.io/v1alpha1", "kind": "Hvpa", "namespace": "shop", "name": "web"},
+            "deleted": {
+                "apiVersion": "autoscaling.k8s.io/v1alpha1",
+                "kind": "Hvpa",
+                "namespace": "shop",
+                "name": "web",
+            },
         }
     ]
     assert c.observe("SYNC", HVPA_V1, ("shop", []), 102.0) == []  # nothing twice
