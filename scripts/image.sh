@@ -90,9 +90,17 @@ build() {
   base=$(base)
   local args=() line
   while IFS= read -r line; do args+=("$line"); done < <(pip_mounts)
+  local old new
+  old=$(buildah inspect --type image --format '{{.FromImageID}}' "$name" 2>/dev/null || true)
   log "building $name (version $version) on $base with buildah bud --isolation chroot (a few minutes when cold)"
   buildah bud --quiet --isolation chroot --layers --build-arg BASE="$base" --build-arg VERSION="$version" \
     "${args[@]}" -t "$name" -f Dockerfile . >&2
+  new=$(buildah inspect --type image --format '{{.FromImageID}}' "$name")
+  # The image this name had before: its virtualenv layer (about 240 MB) is of no further use. The
+  # build stage's layers stay: they are the cache of the next build.
+  if [ -n "$old" ] && [ "$old" != "$new" ]; then
+    buildah rmi "$old" >/dev/null 2>&1 || true
+  fi
   log "built $name in $((SECONDS - t0))s"
   echo "$name"
 }
