@@ -3,10 +3,12 @@ the real Kafka broker (docs/edge.md, "Invalid policies").
 
 The collector runs as the ``tandem-collector`` service account of deploy/rbac/collector.yaml
 (impersonation), so the manifest's ``events`` rule (create, get, patch) is exercised too.  The CRD's
-structural schema prunes or refuses an unknown field, so the objects here carry what the schema
-allows and tandem's rules refuse: a duration that is no duration, then ``minReplicas`` above
-``maxReplicas``.  Each refused version gets one Warning Event ``InvalidPolicy`` on the object,
-naming the field, and one dead letter; a relist of the same version adds neither.
+schema refuses an unknown field and the out-of-range values its bounds declare (a duration that is
+no duration, ``minReplicas`` above ``maxReplicas``: tests/integration/test_crd_bounds_kube.py), so
+the objects here carry what the schema allows and only tandem's parser refuses: a fractional
+released ``vpaWeight``, then an interval whose start is above its end.  Each refused version gets
+one Warning Event ``InvalidPolicy`` on the object, naming the field, and one dead letter; a relist
+of the same version adds neither.
 """
 
 from __future__ import annotations
@@ -27,8 +29,11 @@ __all__ = ["cluster_setup", "running"]  # the fixtures, imported for this module
 
 pytestmark = [pytest.mark.kube, pytest.mark.kafka]
 
-DURATION = "field 'spec.hpa.scaleUp.stabilizationDuration': '3 minutes' is not a duration (like '3m' or '1h30m')"
-BOUNDS = "field 'spec.hpa.template.spec.maxReplicas': 3 is below minReplicas 6"
+WEIGHT = (
+    "field 'spec.weightBasedScalingIntervals[0].vpaWeight': 40.5 is not an integer percentage (0-100); "
+    "0-1 fractions are the seed form"
+)
+INTERVAL = "field 'spec.weightBasedScalingIntervals[0]': startReplicaCount 5 is above lastReplicaCount 2"
 LEAD = "not a valid policy, not used (the workload keeps its last valid policy, if any): "
 
 
@@ -62,7 +67,7 @@ def test_an_invalid_policy_gets_one_warning_event_per_version_and_a_dead_letter(
 ) -> None:
     admin, ns, api = cluster_setup["admin"], kube_namespace, cluster_setup["collector_api"]
     bad = hvpa("web", "web")
-    bad["spec"]["hpa"]["scaleUp"]["stabilizationDuration"] = "3 minutes"
+    bad["spec"]["weightBasedScalingIntervals"][0]["vpaWeight"] = 40.5
     created = create(admin, HVPA_V1, ns, bad)
     r = Running(api, cluster_setup["broker"], ns)
     running.append(r)
@@ -78,7 +83,7 @@ def test_an_invalid_policy_gets_one_warning_event_per_version_and_a_dead_letter(
         "resourceVersion": meta["resourceVersion"],
     }
     assert (warning["type"], warning["reason"], warning["count"]) == ("Warning", "InvalidPolicy", 1)
-    assert warning["message"] == LEAD + DURATION
+    assert warning["message"] == LEAD + WEIGHT
     assert warning["source"] == {"component": "tandem-collector"}
     assert warning["reportingComponent"] == "tandem-collector"
     assert warning["reportingInstance"] == f"tandem-collector-{CLUSTER}"
@@ -88,10 +93,10 @@ def test_an_invalid_policy_gets_one_warning_event_per_version_and_a_dead_letter(
     assert letter["topic"] == r.settings.prefix + "policies"
     assert (letter["partition"], letter["offset"]) == (None, None)
     assert letter["key"] == f"{CLUSTER}/{ns}/Deployment/web"
-    assert letter["error"] == DURATION.replace("field 'spec.", "field 'policy.spec.")
+    assert letter["error"] == WEIGHT.replace("field 'spec.", "field 'policy.spec.")
     event = orjson.loads(letter["value"])
     assert (event["type"], event["workload"]["name"]) == ("policy", "web")
-    assert event["policy"]["spec"]["hpa"]["scaleUp"]["stabilizationDuration"] == "3 minutes"
+    assert event["policy"]["spec"]["weightBasedScalingIntervals"][0]["vpaWeight"] == 40.5
     assert r.events("policy") == []
 
     # A relist shows the same version again: no new Event, no count + 1, no second dead letter.
@@ -99,8 +104,7 @@ def test_an_invalid_policy_gets_one_warning_event_per_version_and_a_dead_letter(
     # A new version that is still invalid (another refusal): a second Event, reported after anything
     # the relist could have queued (the collector reports one refusal at a time, in order).
     changed = read(admin, HVPA_V1, ns, "web")
-    changed["spec"]["hpa"]["template"]["spec"].update(minReplicas=6, maxReplicas=3)
-    changed["spec"]["hpa"]["scaleUp"]["stabilizationDuration"] = "3m"
+    changed["spec"]["weightBasedScalingIntervals"][0].update(vpaWeight=40, startReplicaCount=5, lastReplicaCount=2)
     changed = request(admin, "PUT", HVPA_V1.path(ns, "web"), body=changed)
     first, second = wait_for(
         lambda: warnings_on(admin, ns, "web") if len(warnings_on(admin, ns, "web")) == 2 else None,
@@ -108,13 +112,13 @@ def test_an_invalid_policy_gets_one_warning_event_per_version_and_a_dead_letter(
         message="the second Warning",
     )
     assert first["metadata"]["name"] == warning["metadata"]["name"]
-    assert (first["count"], first["message"]) == (1, LEAD + DURATION)
-    assert (second["count"], second["message"]) == (1, LEAD + BOUNDS)
+    assert (first["count"], first["message"]) == (1, LEAD + WEIGHT)
+    assert (second["count"], second["message"]) == (1, LEAD + INTERVAL)
     assert second["involvedObject"]["resourceVersion"] == changed["metadata"]["resourceVersion"]
     letters = wait_for(lambda: dead_letters(r) if len(dead_letters(r)) >= 2 else None, 30, message="2 letters")
     assert [d["error"] for d in letters] == [
-        DURATION.replace("field 'spec.", "field 'policy.spec."),
-        BOUNDS.replace("field 'spec.", "field 'policy.spec."),
+        WEIGHT.replace("field 'spec.", "field 'policy.spec."),
+        INTERVAL.replace("field 'spec.", "field 'policy.spec."),
     ]
 
     # Any edit is a new version: the same refusal again is counted on the same Event.
@@ -134,7 +138,7 @@ def test_an_invalid_policy_gets_one_warning_event_per_version_and_a_dead_letter(
 
     # Made valid: the policy is sent, and no Event or dead letter follows.
     fixed = read(admin, HVPA_V1, ns, "web")
-    fixed["spec"]["hpa"]["template"]["spec"].update(minReplicas=1, maxReplicas=5)
+    fixed["spec"]["weightBasedScalingIntervals"][0].update(startReplicaCount=1, lastReplicaCount=5)
     request(admin, "PUT", HVPA_V1.path(ns, "web"), body=fixed)
     r.wait(lambda r: len(r.events("policy", "web")) == 1, "the valid policy event")
     assert [e["count"] for e in warnings_on(admin, ns, "web")] == [1, 2]

@@ -507,7 +507,7 @@ def test_the_collector_follows_changes_and_deletions(
     # An invalid policy edit is not sent (the last valid one stays); a deletion sends null.
     n_policy = len(r.events("policy"))
     bad = read(admin, HVPA_V1, ns, "web")
-    bad["spec"]["weightBasedScalingIntervals"][0]["vpaWeight"] = 500
+    bad["spec"]["weightBasedScalingIntervals"][0]["vpaWeight"] = 40.5  # the CRD takes it, tandem does not
     request(admin, "PUT", HVPA_V1.path(ns, "web"), body=bad)
     request(admin, "DELETE", HVPA_V1.path(ns, "web"))
     r.wait(lambda r: r.events("policy")[-1]["policy"] is None, "the policy deletion")

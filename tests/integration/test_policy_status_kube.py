@@ -263,7 +263,9 @@ def test_a_dry_run_hvpa_still_gets_its_status(setup: dict[str, Any], kube_namesp
 def test_an_invalid_policy_gets_a_warning_event(setup: dict[str, Any], kube_namespace: str) -> None:
     admin, ns = setup["admin"], kube_namespace
     create(admin, DEPLOYMENTS, ns, deployment("web"))
-    create(admin, HVPA_V1, ns, hvpa("web", "web", min_replicas=6, max_replicas=3))
+    invalid = hvpa("web", "web")
+    invalid["spec"]["weightBasedScalingIntervals"][0]["vpaWeight"] = 40.5  # the CRD takes it, tandem does not
+    create(admin, HVPA_V1, ns, invalid)
     applier, reporter = make(setup["api"])
     result = apply(applier, event(DECISION, ns, "web", replicas={"from": 2, "to": 3}))
     assert result["type"] == APPLY_FAILED
