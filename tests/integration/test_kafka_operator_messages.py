@@ -13,6 +13,9 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import os
+import subprocess
+import sys
 import uuid
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
@@ -22,6 +25,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from cli.main import main
 from streams.topics import ensure_topics
+from tests.fixtures.kafka import wait_for
 from tests.fixtures.kafka_secure import SecureBroker
 from tests.integration.test_kafka_security import security, settings_for
 
@@ -103,3 +107,38 @@ def test_topics_list_still_says_missing_for_a_topic_that_is_missing(secure_kafka
     assert code == 1
     assert [line.split()[-1] for line in out.splitlines()[1:]] == ["missing"] * len(TOPICS)
     assert "not visible" not in out + err
+
+
+def test_the_worker_says_the_same_line_for_a_wrong_password(secure_kafka: SecureBroker, tmp_path: Path) -> None:
+    """The worker (Faust) waits for Kafka, saying at each attempt why it cannot start."""
+    wrong = tmp_path / "wrong"
+    wrong.write_text("not-the-password\n")
+    env = {
+        **os.environ,
+        "TANDEM_BROKER": secure_kafka.bootstrap,
+        "TANDEM_TOPIC_PREFIX": "w.",
+        "TANDEM_SECURITY_PROTOCOL": "SASL_SSL",
+        "TANDEM_SSL_CAFILE": str(secure_kafka.ca_file),
+        "TANDEM_SASL_USERNAME": "worker",
+        "TANDEM_SASL_PASSWORD_FILE": str(wrong),
+        "TANDEM_STORE": "memory://",
+        "TANDEM_WITHOUT_WEB": "1",
+        "TANDEM_METRICS_PORT": "0",
+    }
+    log = tmp_path / "worker.log"
+    host, port = secure_kafka.bootstrap.rsplit(":", 1)
+    said = (
+        f"Kafka authentication failed for user 'worker' with SCRAM-SHA-512 at {host}:{port}: Authentication "
+        "failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512 "
+        "(KafkaConnectionError: Unable to bootstrap from "
+    )
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "worker"], env=env, stdout=fh, stderr=subprocess.STDOUT, cwd=tmp_path
+        )
+        try:
+            wait_for(lambda: said in log.read_text(errors="replace") or None, 60, interval=0.5, message=said)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    assert "not-the-password" not in log.read_text(errors="replace")
