@@ -142,3 +142,43 @@ def test_the_worker_says_the_same_line_for_a_wrong_password(secure_kafka: Secure
             proc.terminate()
             proc.wait(30)
     assert "not-the-password" not in log.read_text(errors="replace")
+
+
+def test_the_worker_at_debug_level_logs_the_sasl_exchange_redacted(secure_kafka: SecureBroker, tmp_path: Path) -> None:
+    """The issue's case: ``tandem worker --loglevel debug`` (Faust's aiokafka clients) over SCRAM."""
+    env = {
+        **os.environ,
+        "TANDEM_BROKER": secure_kafka.bootstrap,
+        "TANDEM_TOPIC_PREFIX": f"d{uuid.uuid4().hex[:6]}.",
+        "TANDEM_PARTITIONS": "1",
+        "TANDEM_SECURITY_PROTOCOL": "SASL_SSL",
+        "TANDEM_SSL_CAFILE": str(secure_kafka.ca_file),
+        "TANDEM_SASL_USERNAME": "admin",
+        "TANDEM_SASL_PASSWORD_FILE": str(secure_kafka.password_file("admin")),
+        "TANDEM_STORE": "memory://",
+        "TANDEM_WITHOUT_WEB": "1",
+        "TANDEM_METRICS_PORT": "0",
+        "TANDEM_LOGLEVEL": "debug",
+    }
+    log = tmp_path / "worker.log"
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "worker"], env=env, stdout=fh, stderr=subprocess.STDOUT, cwd=tmp_path
+        )
+        try:
+            # Several clients log in (the topic check, Faust's consumer, producer, admin): wait for
+            # the worker's own start and a few redacted exchanges.
+            wait_for(
+                lambda: log.read_text(errors="replace").count("SaslAuthenticateResponse_v1(<redacted>)") >= 4 or None,
+                90,
+                interval=0.5,
+                message=lambda: log.read_text(errors="replace")[-3000:],
+            )
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    text = log.read_text(errors="replace")
+    assert "Request to" in text and "Response from" in text  # debug level: the protocol is logged
+    assert "sasl_auth_bytes" not in text
+    for marker in ("c=biws", secure_kafka.passwords["admin"]):
+        assert marker not in text, marker
