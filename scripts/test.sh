@@ -6,7 +6,7 @@
 #
 #   scripts/test.sh                 # everything
 #   scripts/test.sh -m "not kafka and not kube" tests/unit   # any pytest arguments
-#   TANDEM_FAST=1 scripts/test.sh ...   # no Kafka, kube, image or compiled-core build: pytest at once
+#   TANDEM_FAST=1 scripts/test.sh ...   # no Kafka, kube, oracle, image or compiled-core build: pytest at once
 #   TANDEM_NO_COMPILE=1 scripts/test.sh # everything but building the compiled core
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,13 +49,15 @@ fi
 export PATH="$PWD/$venv/bin:$PATH"
 
 if [ -n "${TANDEM_FAST:-}" ]; then
-  exec "$venv/bin/python" -m pytest -m "not kafka and not kube and not image" "$@"
+  exec "$venv/bin/python" -m pytest -m "not kafka and not kube and not image and not oracle" "$@"
 fi
 started=$SECONDS
 
 # The real parts the integration tests use (idempotent; a no-op once cached).
 quiet "fetching Kafka" scripts/kafka.sh fetch
 quiet "building kube-apiserver and etcd" scripts/kube.sh fetch
+# Upstream's VPA recommender as the oracle of tandem's own (tests/oracle; prints its build time).
+quiet "building the upstream VPA oracle" scripts/oracle.sh fetch
 # helm renders the chart (tests/integration/test_deploy_manifests.py); Chromium screenshots the
 # report as a person would see it (tests/e2e/test_report.py).  Both from the allowed registries.
 gobin="$(go env GOPATH)/bin"
