@@ -86,6 +86,7 @@ from scaling.vocabulary import WATERMARK
 from schemas.codec import encode, loads
 from streams.deadletter import deadletter_record
 from streams.merge import KINDS, Merger, Output, Rejected, Slot, check_routing, decode_watermark, tombstone
+from streams.signing import sign_input
 from streams.topics import TOPIC_OF_TYPE, actuator_topic, topic_name
 
 __all__ = ["MAX_SLOT_BYTES", "Pipeline", "install"]
@@ -454,7 +455,12 @@ class Pipeline:
                         if kind in _OWN and type(raw) is dict and raw.get("source") == "tandem":
                             # tandem's own recommendation coming back: the core ignores it (section
                             # 6), and its ts (the tick it was made at) must not hold the merge back.
+                            if self.keyring is not None:
+                                # Only a worker writes these, signed (issue #29): one it did not
+                                # sign is refused and dead-lettered, never dropped in silence.
+                                self.keyring.verify(kind, msg.key, value, msg.headers, _cluster_of(msg.key))
                             merger.observe(partition, kind, msg.offset, None, now)
+                            self.stats["own"] += 1
                             continue
                         event = decode_event(raw)
                     check_routing(kind, msg.key, event)
@@ -897,7 +903,8 @@ class Pipeline:
                         self.stats["decisions"] += 1
                 self.stats["audit"] += 1
             elif kind in self.t_recommendation:
-                futures.append(await send(self.t_recommendation[kind], k, value, None, None, None))
+                headers = self._own_headers(kind, key, k, value) if self.keyring is not None else None
+                futures.append(await send(self.t_recommendation[kind], k, value, None, None, headers))
                 self.stats["recommendations"] += 1
             else:  # pragma: no cover - the core emits only these kinds
                 log.error("tandem worker: unknown output kind %r dropped", kind)
@@ -908,6 +915,16 @@ class Pipeline:
         self.stats["deadletter"] += len(out.rejected) + len(rejects)
         if futures:
             await asyncio.gather(*futures)
+
+    def _own_headers(self, kind: str, key: str, k: bytes, value: bytes) -> list[tuple[str, bytes]] | None:
+        """The ``tandem-mac`` of an own recommendation, with a key of its workload's cluster (the
+        worker verifies its cluster's inputs with the same HMAC keys), so that it is told from a
+        forged one when it comes back (issue #29)."""
+        assert self.keyring is not None
+        cluster = key.split("/", 1)[0]
+        mine = [ik for ik in self.keyring.keys.values() if ik.cluster == cluster]
+        signing = min(mine, key=lambda ik: ik.key_id) if mine else None
+        return [sign_input(signing, kind, k, value)] if signing is not None else None
 
     def _report(
         self,
@@ -1110,6 +1127,11 @@ class Pipeline:
         # Outputs acknowledged, then state, then offsets: the caller waits for the broker, not for
         # Faust's flush before a commit, which gives up under load (agents/fence.py, ConfirmedTable).
         return table.take_unconfirmed()
+
+
+def _cluster_of(key: bytes | None) -> str:
+    """The cluster of a record keyed by a workload key (``cluster/namespace/kind/name``)."""
+    return (key or b"").split(b"/", 1)[0].decode("utf-8", "replace")
 
 
 def _die(where: str, exc: BaseException) -> None:

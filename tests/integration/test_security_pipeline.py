@@ -258,6 +258,9 @@ def worker_run(install: Install) -> Iterator[dict[str, Any]]:
     evil_key = b"b/shop/Deployment/evil"
     evil_value = orjson.dumps(evil)
     topic = f"{inst.prefix}{TOPIC_OF_TYPE[evil['type']]}"
+    forged_own = orjson.dumps(
+        {"type": "hpa", "ts": evil["ts"], "workload": evil["workload"], "desired_replicas": 9, "source": "tandem"}
+    )
 
     async def attack() -> None:
         producer = AIOKafkaProducer(**inst.settings("collector-a").client_kwargs(), acks="all")
@@ -266,6 +269,9 @@ def worker_run(install: Install) -> Iterator[dict[str, Any]]:
             mac = sign_input(inst.input_key("a"), evil["type"], evil_key, evil_value)
             await producer.send_and_wait(topic, evil_value, key=evil_key, headers=[mac])
             await producer.send_and_wait(topic, evil_value, key=evil_key)
+            # ... and a recommendation posing as the worker's own, which the core would ignore:
+            # refused and dead-lettered all the same, never dropped in silence (issue #29).
+            await producer.send_and_wait(f"{inst.prefix}{TOPIC_OF_TYPE['hpa']}", forged_own, key=evil_key)
         finally:
             await producer.stop()
 
@@ -343,7 +349,10 @@ def test_worker_decides_per_cluster_topic_signs_and_dead_letters_what_collector_
     assert sorted(d["error"] for d in dead) == [
         "not authenticated: key 'a-1' speaks for cluster 'a', not for 'b'",
         "not authenticated: no tandem-mac header (input authentication is on)",
+        "not authenticated: no tandem-mac header (input authentication is on)",
     ]
+    evil_topic = f"{inst.prefix}{TOPIC_OF_TYPE[worker_run['events'][0]['type']]}"
+    assert sorted(d["topic"] for d in dead) == sorted([evil_topic, evil_topic, f"{inst.prefix}{TOPIC_OF_TYPE['hpa']}"])
     assert {d["key"] for d in dead} == {"b/shop/Deployment/evil"}
     audit = [orjson.loads(r.value) for r in records(admin, f"{inst.prefix}audit")]
     assert audit and not [e for e in audit if "evil" in e["subject"]]
