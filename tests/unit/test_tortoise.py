@@ -1213,3 +1213,55 @@ def test_the_own_hpa_failing_counts_only_once_it_has_computed_its_metrics() -> N
         seen.append(mem["phase"])
     assert mem["own_ok"] is True
     assert seen == ["Working"] * 6 + ["Emergency"]  # failing from NOW + 60, 300 s later
+
+
+def test_emergency_entered_with_more_replicas_pins_min_to_the_recommended_max_as_it_stood() -> None:
+    # mercari/tortoise internal/controller/tortoise_controller.go Reconcile: UpdateTortoisePhase
+    # moves to Emergency before RecommenderService.UpdateRecommendations, which returns at once in
+    # Emergency (pkg/recommender/recommender.go): the raised count (5) never reaches the slots, and
+    # min is pinned to the max recommended from the recorded peak 3 (3 x 2 = 6), not 10.
+    p, view, mem = emergency_setup("Emergency", replicas=5)
+    hist_before = mem["hist"]
+    out = p.decide(view, mem)
+    assert mem["phase"] == "Emergency"
+    assert out.inputs["slot_peak_replicas"] == 3
+    assert (out.hpa["min_replicas"], out.hpa["max_replicas"]) == ((3, 6), (6, 6))
+    assert mem["hist"] == hist_before
+
+
+def test_automatic_emergency_does_not_record_the_replicas_of_the_tick_that_enters_it() -> None:
+    # the same order for UpdateTortoisePhaseIfHPAIsUnhealthy, also before UpdateRecommendations
+    p, view, mem = emergency_setup("Auto", replicas=5, hpa=hpa_raw(3, 6, conditions=failing(6 * 60)))
+    hist_before = mem["hist"]
+    out = p.decide(view, mem)
+    assert mem["phase"] == "Emergency"
+    assert out.inputs["slot_peak_replicas"] == 3
+    assert out.hpa["min_replicas"] == (3, 6)
+    assert mem["hist"] == hist_before
+
+
+def test_off_mode_skips_a_horizontal_resource_whose_metric_the_hpa_lacks() -> None:
+    # pkg/hpa/service.go UpdateHPASpecFromTortoiseAutoscalingPolicy leaves the HPA alone in Off;
+    # pkg/recommender/recommender.go updateHPATargetUtilizationRecommendations then finds no
+    # istio-proxy/cpu metric (GetHPATargetValue fails) and skips it.  In Auto the metric is added
+    # at 70 first: U = 60, 100 - (60 - 70) = 110 > 100, so the current 70 is kept.
+    autoscaling = [
+        {"containerName": "app", "policy": {"memory": "Horizontal"}},
+        {"containerName": "istio-proxy", "policy": {"cpu": "Horizontal"}},
+    ]
+    for mode, expected in (("Off", {"app/memory": 80}), ("Auto", {"app/memory": 80, "istio-proxy/cpu": 70})):
+        p = policy(mode, autoscalingPolicy=autoscaling)
+        view = make_view(
+            replicas=100,
+            requests={"app": {"cpu": "1", "memory": "5Gi"}, "istio-proxy": {"cpu": "1", "memory": "1Gi"}},
+            hpa=hpa_raw(3, 200, {"app/memory": 60}),
+            vpa=vpa_of(app=("1", "4Gi"), **{"istio-proxy": ("600m", "1Gi")}),
+            settings={
+                "MaximumTargetResourceUtilization": 90,
+                "MinimumTargetResourceUtilization": 40,
+                "MaximumMaxReplicas": 1000,
+            },
+        )
+        mem = working(p, view)
+        p.decide(view, mem)
+        assert mem["trec"] == expected, mode

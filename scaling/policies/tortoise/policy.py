@@ -158,7 +158,9 @@ class TortoisePolicy:
 
         hist = self._history(memory, st)
         # Replica history: fed at every tick, frozen in Emergency and BackToNormal (reference 2.f).
-        if phase not in ("Emergency", "BackToNormal") and hist.observe(now, view.spec.replicas):
+        unfed = memory.get("hist")  # the history before this tick's replicas, see _unfeed
+        fed = phase not in ("Emergency", "BackToNormal") and hist.observe(now, view.spec.replicas)
+        if fed:
             memory["hist"] = hist.to_dict()
             self._live = (memory["hist"], hist)
 
@@ -181,6 +183,9 @@ class TortoisePolicy:
         sync_resource_phases(t)
         broken = hpa_broken(view.hpa, memory, now, st)
         phase_step(t, spec.update_mode, has_h, broken)
+        if fed and t.phase == "Emergency":
+            self._unfeed(t, unfed)
+            fed = False
         # Step 5: the HPA's metric list follows the policies; without a Horizontal pair the user's
         # HPA is disabled (``UpdateHPASpecFromTortoiseAutoscalingPolicy``).
         if has_h:
@@ -207,6 +212,8 @@ class TortoisePolicy:
             t.phase = "Emergency"
             memory["auto"] = True
             out.reasons.append("tortoise: the HPA cannot get its metrics: automatic Emergency")
+            if fed:
+                self._unfeed(t, unfed)
 
         # Step 10: the sticky VPA maximum (reference 2.e).
         assert view.vpa is not None
@@ -225,7 +232,7 @@ class TortoisePolicy:
             if view.spec.replicas == st.maximum_max_replicas:
                 out.reasons.append("tortoise: replicas at MaximumMaxReplicas: target utilization not recomputed")
             else:
-                trec = target_recommendations(t, vmax)
+                trec = target_recommendations(t, vmax, off=spec.update_mode == "Off")
                 memory["trec"] = trec
             vrec = vertical_recommendations(t, spec, vmax)
             if memory.get("vrec") != vrec:
@@ -264,6 +271,23 @@ class TortoisePolicy:
         if self.workload.namespace in st.excluded_namespaces:
             return "EffectiveModeOverridden: NamespaceExclusion"
         return None
+
+    def _unfeed(self, t: Tick, unfed: Any) -> None:
+        """Take this tick's replicas back out of the history: the tick entered Emergency.
+
+        Tortoise records the replica count in ``UpdateRecommendations``
+        (pkg/recommender/recommender.go ``updateHPAMinMaxReplicasRecommendations``), which the
+        controller calls after ``UpdateTortoisePhase`` and ``UpdateTortoisePhaseIfHPAIsUnhealthy``
+        (internal/controller/tortoise_controller.go ``Reconcile``) and which returns at once in
+        Emergency: the replicas of the reconcile that enters Emergency are never recorded, and the
+        min is pinned to the recommended max as it stood before (reference 2.f).
+        """
+        if unfed is None:
+            t.memory.pop("hist", None)
+        else:
+            t.memory["hist"] = unfed
+        self._live = None
+        t.hist = self._history(t.memory, t.st)
 
     def _history(self, memory: dict[str, Any], st: TortoiseSettings) -> ReplicaHistory:
         """The replica history of ``memory``; the decoded object is kept between ticks as long as

@@ -51,17 +51,26 @@ def update_vpa_max(vpa: VpaEvent, policies: Mapping[Pair, str], memory: dict[str
     return vmax
 
 
-def target_recommendations(t: Tick, vmax: Mapping[str, int]) -> dict[str, int]:
-    """HPA target utilization per Horizontal pair (reference 2.c; seed formula)."""
+def target_recommendations(t: Tick, vmax: Mapping[str, int], *, off: bool = False) -> dict[str, int]:
+    """HPA target utilization per Horizontal pair (reference 2.c; seed formula).
+
+    The current target is read from the HPA as Tortoise has just updated it (``hpa_math``: a
+    Horizontal pair's missing metric added at 70).  With ``off`` (``updateMode: Off``) Tortoise
+    leaves the HPA alone (pkg/hpa/service.go ``UpdateHPASpecFromTortoiseAutoscalingPolicy`` returns
+    at once), so the HPA as it is is read, and a pair whose metric it lacks is skipped
+    (pkg/recommender/recommender.go ``updateHPATargetUtilizationRecommendations``:
+    ``GetHPATargetValue`` fails, ``continue``).
+    """
     st = t.st
     out: dict[str, int] = {}
-    if t.hpa_math is None or t.hpa_math.targets is None:
+    hpa = t.hpa if off and t.hpa is not None else t.hpa_math
+    if hpa is None or hpa.targets is None:
         return out
     for p, kind in t.policies.items():
         if kind != "Horizontal":
             continue
         key = pair_key(p)
-        current = t.hpa_math.targets.get(p)
+        current = hpa.targets.get(p)
         q = request(t.view, p)
         r = vmax.get(key)
         if current is None or not q or r is None:
