@@ -567,3 +567,27 @@ def json_load(path: Path) -> Any:
     import json
 
     return json.loads(path.read_text())
+
+
+@needs_helm
+def test_helm_install_on_the_apiserver_refuses_a_misspelled_value_and_takes_the_chart(
+    kube_apiserver: str, crds_namespace: str
+) -> None:
+    """`helm install --dry-run=server` against the real API server (the CRDs installed): the install a
+    user runs, refused at once for a misspelled value, accepted with every part and monitor on."""
+
+    def install(*sets: str) -> subprocess.CompletedProcess[str]:
+        args = ["install", "tandem", str(CHART), "-n", crds_namespace, "--kubeconfig", kube_apiserver]
+        args += ["--dry-run=server", "--set", "edge.cluster=eu-1"]
+        for s in (*MONITORING, *sets):
+            args += ["--set", s]
+        return run_helm(*args)
+
+    refused = install("worker.persistence.storageClas=fast")
+    assert refused.returncode != 0
+    assert "- worker.persistence: Additional property storageClas is not allowed" in refused.stderr
+    taken = install()
+    assert taken.returncode == 0, taken.stderr
+    assert "STATUS: pending-install" in taken.stdout
+    kinds = [d["kind"] for d in yaml.safe_load_all(taken.stdout.split("MANIFEST:", 1)[1].split("NOTES:", 1)[0]) if d]
+    assert {"StatefulSet", "Deployment", "ServiceMonitor", "PodMonitor", "PrometheusRule"} <= set(kinds)
