@@ -6,10 +6,12 @@
 #   scripts/image.sh tools          # install buildah and mmdebstrap with apt-get (root); prints the time
 #   scripts/image.sh base           # the local base image (created once, its root fs cached); prints its name
 #   scripts/image.sh build [NAME]   # the base, then the Dockerfile on it; prints the image name
+#   scripts/image.sh buildah ARGS   # buildah on that same storage (run, from, inspect, rm, rmi ...)
 #
-# The base's root file system is cached in ${TANDEM_CACHE:-~/.cache/tandem}/image/ (keyed by the
-# suite and package list) and buildah keeps the Dockerfile's layers (--layers), so a rebuild redoes
-# only what changed: the dependencies layer only when pyproject.toml changes.  pip inside the build
+# Everything is kept in ${TANDEM_CACHE:-~/.cache/tandem}/image/: the base's root file system (keyed
+# by the suite and package list) and buildah's own storage (images and the Dockerfile's layers,
+# --layers), so a rebuild redoes only what changed (the dependencies layer only when pyproject.toml
+# changes) and a machine that keeps that cache keeps them too.  pip inside the build
 # reaches the package index with this machine's pip configuration: every pip config file `pip config
 # debug` finds, and every file named by a `cert` or `client-cert` setting, are mounted read-only at
 # the same paths (the notes in docs/operating.md say why).
@@ -23,6 +25,13 @@ cache=${TANDEM_CACHE:-$HOME/.cache/tandem}/image
 key=$(printf '%s %s\n' "$SUITE" "$PACKAGES" | sha256sum | cut -c1-12)
 BASE=localhost/tandem-base:$SUITE-$key
 log() { echo "[image.sh] $*" >&2; }
+
+# buildah's storage in the cache (containers-storage.conf(5)); the run root holds only locks and state.
+mkdir -p "$cache"
+printf '[storage]\ndriver = "overlay"\ngraphroot = "%s"\nrunroot = "%s"\n' \
+  "$cache/storage" "${XDG_RUNTIME_DIR:-/run}/tandem-image" >"$cache/storage.conf.$$"
+mv "$cache/storage.conf.$$" "$cache/storage.conf"
+export CONTAINERS_STORAGE_CONF=$cache/storage.conf
 
 tools() {
   if command -v buildah >/dev/null && command -v mmdebstrap >/dev/null; then
@@ -109,5 +118,6 @@ case "${1:-}" in
   tools) tools ;;
   base) base ;;
   build) shift; build "$@" ;;
-  *) echo "usage: scripts/image.sh tools | base | build [NAME]" >&2; exit 2 ;;
+  buildah) shift; exec buildah "$@" ;;
+  *) echo "usage: scripts/image.sh tools | base | build [NAME] | buildah ARGS..." >&2; exit 2 ;;
 esac

@@ -45,7 +45,14 @@ pytestmark = [pytest.mark.image, pytest.mark.skipif(_why_not() is not None, reas
 
 
 def buildah(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["buildah", *args], capture_output=True, text=True, timeout=timeout, check=False)
+    """buildah on scripts/image.sh's storage (in the test cache)."""
+    return subprocess.run(
+        ["bash", str(ROOT / "scripts" / "image.sh"), "buildah", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
