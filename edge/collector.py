@@ -398,6 +398,14 @@ async def run(
         reporter.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await reporter
+        try:
+            # A last round: every event sent so far is released, and the worker runs the last
+            # tick by its wall clock (a live cluster's watermarks stopped: docs/worker.md).  What a
+            # restarted collector sends is stamped later.  A collector that dies sends none: its
+            # last events wait for it to come back.
+            await sink.watermark(config.cluster, time.time())
+        except Exception as exc:
+            log.warning("last watermark not sent: %s", describe(exc))
         await sink.stop()
 
 

@@ -69,6 +69,7 @@ from scaling.vocabulary import LATE, TIE_ORDER, WATERMARK
 __all__ = [
     "INF",
     "KINDS",
+    "LIVE_LAG",
     "RANK",
     "Late",
     "Merger",
@@ -84,6 +85,9 @@ __all__ = [
 ]
 
 INF = math.inf
+#: Seconds behind the worker's wall clock within which a cluster's watermark counts as live
+#: (a collector writes one per scrape): see :meth:`Merger.flush_idle`.
+LIVE_LAG = 300.0
 #: Input event types; a type's rank orders events with the same ``ts`` (any fixed order would do).
 KINDS = TIE_ORDER
 RANK = {kind: i for i, kind in enumerate(KINDS)}
@@ -740,8 +744,15 @@ class Merger:
             slot = self.slots[key]
             tick = slot.state.pending_tick
             if marks and _cluster(key) in marks:
-                held.append(key)  # its ticks run by its watermarks (release), never by a guess
-                continue
+                # Its ticks run by its watermarks (release).  Only a *live* producer whose
+                # watermarks stopped (a collector that stopped or died) lets the wall clock decide
+                # its last tick: its watermarks followed the wall clock, and whatever it sends
+                # again is stamped later than the gate below.  A recording's watermarks are in the
+                # past: its last tick waits for ``tandem publish``'s last round, never for a guess.
+                mark = clock.cluster_bound(_cluster(key))
+                if wall is None or mark is None or mark < wall - LIVE_LAG:
+                    held.append(key)
+                    continue
             if wall is not None and tick is not None and wall < tick + after:
                 held.append(key)
                 continue

@@ -36,6 +36,7 @@ from scaling.cloudevents import APPLIED, DECISION
 from scaling.engine import Engine
 from scaling.events import decode_event
 from scaling.vocabulary import EVENT_TYPES
+from streams.merge import decode_watermark
 from streams.settings import KafkaSettings
 from streams.topics import INPUT_TOPICS, ensure_topics, topic_name
 from tests.fixtures.kafka import run_sync, wait_for
@@ -209,6 +210,8 @@ class Running:
         self.state = Collector(CLUSTER, self.metrics)
         self.stop = threading.Event()
         self.records: list[tuple[str, int, bytes, dict[str, Any]]] = []  # topic, kafka ts, key, event
+        self.marks: list[tuple[str, int, bytes, dict[str, Any]]] = []  # topic, partition, key, watermark
+        self.order: list[tuple[str, int, bool, float]] = []  # topic, partition, is a watermark, ts
         self.errors: list[BaseException] = []
         self._reader_stop = threading.Event()
         self.collector = threading.Thread(target=self._collect, args=(api,), daemon=True)
@@ -236,7 +239,15 @@ class Running:
             try:
                 while not self._reader_stop.is_set():
                     for tp, messages in (await consumer.getmany(timeout_ms=200)).items():
-                        self.records.extend((tp.topic, m.timestamp, m.key, orjson.loads(m.value)) for m in messages)
+                        for m in messages:
+                            value = orjson.loads(m.value)
+                            # The collector's watermarks (docs/contract.md §3a) apart from its events,
+                            # in read order per topic-partition with the events' ts before them.
+                            self.order.append((tp.topic, tp.partition, value["type"] == "watermark", value["ts"]))
+                            if value["type"] == "watermark":
+                                self.marks.append((tp.topic, tp.partition, m.key, value))
+                            else:
+                                self.records.append((tp.topic, m.timestamp, m.key, value))
             finally:
                 await consumer.stop()
 
@@ -375,6 +386,18 @@ def test_collected_events_round_trip_to_the_workers_decision_and_back_into_the_c
     r.wait(lambda r: by_type(r.events()) == counted(), lambda: f"{by_type(r.events())} == {counted()}", 10)
 
     events = r.events()
+    # Watermarks: a round on every input topic-partition, keyed by the cluster, and each after
+    # every event of its topic-partition stamped at or before it (what the worker relies on).
+    assert r.marks and {(t, p) for t, p, _, _ in r.marks} == {
+        (topic_name(r.settings.prefix, t), p) for t in INPUT_TOPICS for p in range(r.settings.partitions)
+    }
+    for _t, _p, key, mark in r.marks:
+        assert key == CLUSTER.encode() and decode_watermark(key, mark) == (CLUSTER, mark["ts"])
+    for t, p in {(t, p) for t, p, _, _ in r.order}:
+        seen = [(is_mark, ts) for tt, pp, is_mark, ts in r.order if (tt, pp) == (t, p)]
+        for i, (is_mark, ts) in enumerate(seen):
+            if is_mark:
+                assert all(later > ts for m, later in seen[i + 1 :] if not m), (t, p, ts)
     for topic, kafka_ts, key, ev in r.records:
         decode_event(ev)  # every event is one the contract accepts
         assert key == f"{CLUSTER}/{ns}/Deployment/web".encode()

@@ -34,6 +34,7 @@ from streams.inputs import load_manifests
 from streams.merge import (
     INF,
     KINDS,
+    LIVE_LAG,
     Merger,
     Output,
     PartitionClock,
@@ -827,3 +828,24 @@ def test_a_reloaded_slot_of_a_watermarking_cluster_waits_for_new_watermarks() ->
     assert merger.take_marks() == {0: {"c1": dict.fromkeys(KINDS, 100.0)}}
     assert merger.take_marks() == {}  # written once until they change
     assert b"marked" not in Slot.new("c1/shop/Deployment/web", 0).to_bytes()  # unchanged bytes without watermarks
+
+
+def test_the_last_tick_of_a_live_watermarking_cluster_runs_by_the_wall_clock_a_recordings_never() -> None:
+    """A collector that stopped leaves its last tick pending (no watermark will pass it): the idle
+    flush runs it once the wall clock has passed it, as for any live input, but only while the
+    cluster's watermarks followed the wall clock; a recording's waits for its last round."""
+    for lag, runs in ((2.0, True), (LIVE_LAG + 30.0, False)):
+        _, _, merger, hw = _one_workload_offered()
+        key = "c1/shop/Deployment/web"
+        metric = max((e for e in merger.slots[key].inbox if e[1] == KINDS.index("metric")), key=lambda e: e[0])[3]
+        last = metric["ts"] + 5.0  # inside the next tick's window
+        extra = {**metric, "ts": last}
+        assert merger.offer(0, "metric", hw["metric"], extra, decode_event(extra), 1.0)
+        hw = hw | {"metric": hw["metric"] + 1}
+        for kind in KINDS:
+            merger.mark(0, kind, 99, "c1", last, 1.0)
+        merger.release(0, hw)
+        tick = merger.slots[key].state.pending_tick
+        assert tick is not None and tick > last  # the window of the last tick is not closed by a mark
+        out = merger.flush_idle(0, hw, 10.0, 2.0, wall=tick + lag)  # past the tick's gate either way
+        assert bool(out.emitted) is runs and (merger.slots[key].state.pending_tick is None) is runs
