@@ -1,7 +1,7 @@
 # tandem's container image (docs/operating.md, "The image").
 #
-#   docker build -t tandem .                                  # where a registry is reachable
-#   scripts/image.sh build                                    # here: buildah on a Debian base made locally
+#   docker build -t tandem .        # where a registry is reachable
+#   scripts/image.sh build         # here: buildah on a Debian base made locally
 #
 # Stage 1 builds the wheel and the compiled core (scripts/build_core.py: mypyc over scaling/, needs a C
 # compiler) and installs both into the virtualenv /opt/tandem; the final stage copies only that
@@ -13,7 +13,7 @@
 # compiled core and the virtualenv match the final interpreter. The default is the official image.
 # VERSION: the OCI version label; scripts/image.sh passes the package's version (pyproject.toml), and
 # tests/unit/test_release.py keeps this default equal to it.
-ARG BASE=docker.io/library/python:3.12-slim-bookworm
+ARG BASE=docker.io/library/python:3.11-slim-bookworm
 
 FROM ${BASE} AS build
 # A C compiler and Python's headers, only where the base lacks them (the official image has the
