@@ -662,11 +662,6 @@ class Merger:
                 self.dirty.add(key)
                 for ts, rank, offset, raw, event in entries:
                     decided = state.last_tick
-                    if decided is not None and ts <= decided:
-                        self._late(
-                            out,
-                            Late(KINDS[rank], partition, offset, key, ts, tick_of(ts, settings.sync_period), decided),
-                        )
                     try:
                         if event is None:
                             event = decode_event(raw)
@@ -681,6 +676,10 @@ class Merger:
                             )
                         )
                         continue
+                    if decided is not None and ts <= decided:
+                        # Applied after its tick was decided (a refused one is dead-lettered instead).
+                        late = Late(KINDS[rank], partition, offset, key, ts, tick_of(ts, settings.sync_period), decided)
+                        self._late(out, late)
                     for kind, ev in produced:
                         emitted.append((key, kind, ev))
                 if not slot.inbox:
