@@ -56,8 +56,8 @@ started=$SECONDS
 # The real parts the integration tests use (idempotent; a no-op once cached).
 quiet "fetching Kafka" scripts/kafka.sh fetch
 quiet "building kube-apiserver and etcd" scripts/kube.sh fetch
-# Upstream's VPA recommender as the oracle of tandem's own (tests/oracle; prints its build time).
-quiet "building the upstream VPA oracle" scripts/oracle.sh fetch
+# Upstream's VPA recommender and HPA replica calculator as oracles of tandem's (tests/oracle; prints build times).
+quiet "building the upstream oracles" scripts/oracle.sh fetch
 # helm renders the chart (tests/integration/test_deploy_manifests.py); Chromium screenshots the
 # report as a person would see it (tests/e2e/test_report.py).  Both from the allowed registries.
 gobin="$(go env GOPATH)/bin"

@@ -46,11 +46,11 @@ Stream = list[dict[str, Any]]
 # ------------------------------------------------------------------------------------------------
 
 
-def oracle_digest() -> str:
-    """The build's cache key, as ``scripts/oracle.sh`` computes it: the module's sources."""
+def oracle_digest(name: str = "vpa") -> str:
+    """An oracle build's cache key, as ``scripts/oracle.sh`` computes it: its module's sources."""
     h = hashlib.sha256()
-    for name in ("go.mod", "go.sum", "main.go"):
-        h.update((GO_MODULE / name).read_bytes())
+    for file in ("go.mod", "go.sum", "main.go"):
+        h.update((GO_MODULE.parent / name / file).read_bytes())
     return h.hexdigest()[:16]
 
 

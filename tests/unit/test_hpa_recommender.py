@@ -1054,3 +1054,24 @@ def test_plain_pod_fast_paths_match_the_general_path(
     finally:
         replica_calculator._plain_pods = plain
     assert general == fast
+
+
+def test_pod_whose_metrics_lack_the_container_is_missing_not_an_error() -> None:
+    # HPA: metrics/client.go getContainerMetrics (k8s.io/kubernetes 1.36) only logs a pod whose
+    # metrics lack the container: b is missing, a alone gives 1000m / 500m = 200 %; scaling up,
+    # the missing pod counts 0: (1000 + 0) / 1000 = 100 %, inside the tolerance: keep 2 replicas.
+    from scaling.recommend.hpa.config import HpaConfig as Cfg
+    from scaling.recommend.hpa.metric_specs import MetricSpec
+    from scaling.recommend.hpa.model import MetricInputs as Inputs
+    from scaling.recommend.hpa.model import PodInfo as Pod
+    from scaling.recommend.hpa.replica_calculator import Tolerances, _Ctx, _resource_utilization_replicas
+
+    now = 1_700_000_000.0
+    pods = (Pod("a", True, "Running", now - 3600, now - 3000), Pod("b", True, "Running", now - 3600, now - 3000))
+    inputs = Inputs(
+        pod_usage={"a": {"app": {"cpu": 1000}, "side": {"cpu": 100}}, "b": {"side": {"cpu": 100}}},
+        container_requests={"app": {"cpu": 500}, "side": {"cpu": 100}},
+    )
+    ctx = _Ctx(pods, inputs, now, Cfg(), Tolerances(0.1, 0.1), 2, 2)
+    spec = MetricSpec(0, "ContainerResource", "cpu", "app", "Utilization", average_utilization=100)
+    assert _resource_utilization_replicas(ctx, spec) == (2, 200, 1000)

@@ -198,12 +198,12 @@ def _resource_pod_metrics(ctx: _Ctx, resource: str, container: str) -> dict[str,
     out: dict[str, int] = {}
     for pod, containers in usage.items():
         if container:
-            if container not in containers:
-                raise _MetricError(
-                    f"unable to get metrics for resource {resource}: failed to get container metrics: "
-                    f"container {container} not present in metrics for pod {pod}"
-                )
-            res = containers[container]
+            # HPA: metrics/client.go getContainerMetrics (k8s.io/kubernetes 1.36): a pod whose
+            # metrics lack the container is only logged, and then has no metric (missing); older
+            # releases failed the whole metric.
+            res = containers.get(container)
+            if res is None:
+                continue
             if resource in res:
                 out[pod] = _milli_of_number(res[resource], scale)
             continue
