@@ -96,6 +96,17 @@ def test_image_runs_tandem_on_the_compiled_core_as_user_10001(container: str) ->
     assert uid.stdout.strip() == "10001"  # the chart's runAsUser (values.yaml podSecurityContext)
 
 
+def test_image_imports_what_the_chart_runs_the_worker_with(container: str) -> None:
+    """The chart's default store is rocksdb:// (rocksdict); the worker needs Faust and aiokafka, the
+    edge the Kubernetes client: each imports in the image, and each subcommand the chart runs starts."""
+    out = run_in(container, "python3", "-c", "import rocksdict, faust, aiokafka, kubernetes, orjson, cryptography")
+    assert out.returncode == 0, out.stderr
+    for command in ("worker", "collect", "apply"):
+        helped = run_in(container, "tandem", command, "--help")
+        assert helped.returncode == 0, (command, helped.stderr)
+        assert helped.stdout.startswith(f"usage: tandem {command}"), helped.stdout[:200]
+
+
 def test_replay_in_the_image_prints_the_hosts_audit_byte_for_byte(container: str) -> None:
     inside = run_in(
         container, "tandem", "replay", "/opt/tandem/examples/stream.jsonl.gz", "--policy",
