@@ -81,12 +81,12 @@ pip_mounts() {
     case "$line" in
       *", exists: True") files+=("$(sed -E 's/^ *//; s/, exists: True$//' <<<"$line")") ;;
     esac
-  done < <(pip config debug 2>/dev/null || true)
+  done < <(python3 -m pip config debug 2>/dev/null || true)
   while IFS= read -r line; do
     case "$line" in
       *cert=*) value=${line#*=}; value=${value//\'/}; files+=("$value") ;;
     esac
-  done < <(pip config list 2>/dev/null || true)
+  done < <(python3 -m pip config list 2>/dev/null || true)
   local f
   for f in "${files[@]}"; do
     if [ -f "$f" ]; then printf -- '--volume=%s:%s:ro\n' "$f" "$f"; fi
