@@ -91,6 +91,9 @@ def env_of(container: dict[str, Any]) -> dict[str, str]:
 def test_chart_lints_clean() -> None:
     out = run_helm("lint", str(CHART), "--strict", "--set", "edge.cluster=eu-1")
     assert out.returncode == 0, out.stdout + out.stderr
+    monitored = [arg for s in MONITORING for arg in ("--set", s)]
+    out = run_helm("lint", str(CHART), "--strict", "--set", "edge.cluster=eu-1", *monitored)
+    assert out.returncode == 0, out.stdout + out.stderr
 
 
 @needs_helm
