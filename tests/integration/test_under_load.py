@@ -25,7 +25,7 @@ import orjson
 import pytest
 
 from tests.fixtures.kafka import REPO_ROOT, wait_for
-from tests.generated import generated_stream
+from tests.generated import T0, generated_stream
 from tests.integration.test_worker_kafka import (
     PARTITIONS,
     Worker,
@@ -36,7 +36,6 @@ from tests.integration.test_worker_kafka import (
     audit_of,
     by_workload,
     env_for,
-    halves_after_a_tick,
     read_events,
     replay,
     wait_caught_up,
@@ -48,6 +47,9 @@ pytestmark = pytest.mark.kafka
 
 #: Busy loops beside the broker, the publisher and the workers (the issue's two; ``TANDEM_HOGS``).
 HOGS = int(os.environ.get("TANDEM_HOGS", "2"))
+#: 5 s steps of the generated stream (``TANDEM_HOG_STEPS``; 60 is 5 minutes of event time, about
+#: 12,600 events; the issue's stream was 2 hours).  Even, and past the split after T0 + 150 s.
+STEPS = int(os.environ.get("TANDEM_HOG_STEPS", "60"))
 
 
 @contextmanager
@@ -63,6 +65,17 @@ def cpu_hogs(n: int = HOGS) -> Iterator[list[subprocess.Popen[bytes]]]:
         for h in hogs:
             h.kill()
             h.wait(timeout=30)
+
+
+def _halves(tmp: Path, events: list[dict[str, Any]]) -> tuple[Path, Path]:
+    """The stream in two files, split right after the tick nearest its middle: ``tandem publish``'s
+    last watermark of the first half is that tick, and the second half starts after it."""
+    half = T0 + 15.0 * (STEPS // 6) + 5.0
+    (tmp / "first").mkdir()
+    (tmp / "second").mkdir()
+    first, _ = write_stream(tmp / "first", [e for e in events if e["ts"] < half], [])
+    second, _ = write_stream(tmp / "second", [e for e in events if e["ts"] >= half], [])
+    return first, second
 
 
 def _publisher(env: dict[str, str], stream: Path, policies: list[Path]) -> subprocess.Popen[bytes]:
@@ -85,10 +98,10 @@ def test_a_takeover_beside_cpu_hogs_decides_exactly_what_replay_decides(kafka_br
     beside two busy loops.  The audit equals the replay of the whole input (ids and content per
     workload, a repeated event byte-identical), no input came late, and every input is committed."""
     names = [f"w{i:03d}" for i in range(120)]
-    events, policy_docs = generated_stream(names, 60)
+    events, policy_docs = generated_stream(names, STEPS)
     stream, policies = write_stream(tmp_path, events, policy_docs)
     expected = audit_of(replay(tmp_path, stream, policies))
-    first, second = halves_after_a_tick(tmp_path, events)
+    first, second = _halves(tmp_path, events)
     prefix = _prefix()
     env = env_for(
         kafka_broker,
