@@ -165,7 +165,8 @@ def test_a_takeover_beside_cpu_hogs_decides_exactly_what_replay_decides(kafka_br
     _assert_no_tracebacks(b)
     got = read_events(kafka_broker, prefix + "audit")
     late = [e for e in got if e["type"] == "dev.tandem.late.v1"]
-    assert late == [], f"{len(late)} late input(s), the first: {late[:1]}"
+    said = [ln for w in (a, b) for ln in w.text().splitlines() if "late input" in ln or "partitions" in ln]
+    assert late == [], f"{len(late)} late input(s), the first: {late[:1]}; the workers said:\n" + "\n".join(said[:60])
     assert "late input" not in a.text() + b.text()
     first_seen: dict[str, dict[str, Any]] = {}
     for e in got:
