@@ -36,6 +36,7 @@ from typing import IO, Any
 import orjson
 
 from analysis.report import build
+from analysis.upstream import UpstreamArm, is_upstream, simulate_upstream
 from scaling.engine import Engine, policy_event
 from scaling.events import ContainerSample, MetricEvent, PolicyEvent, WorkloadEvent, WorkloadRef
 from scaling.policies import parse_policy
@@ -89,6 +90,17 @@ class Outcome:
     replica_changes: int = 0
     decisions: int = 0
     samples: int = 0
+    #: CPU demand the ready pods could not serve: above their CPU limits, or above their CPU
+    #: requests where a container has no limit (docs/evaluation.md)
+    cpu_shortfall_core_hours: float = 0.0
+    #: (pod, sample) pairs with a container's memory above its limit
+    oom_kills: int = 0
+    #: pods evicted by a VPA updater (tandem never evicts)
+    evictions: int = 0
+    #: pods re-created: evicted, or replaced by a rollout of new requests or limits
+    pod_restarts: int = 0
+    #: new pod specs (requests or limits) that pods were started with: a tandem rollout, a VPA target admitted
+    resizes: int = 0
     #: (tick, replicas, {container: {resource: request milli}}) after each applied decision
     timeline: list[tuple[float, int, dict[str, dict[str, int]]]] = field(default_factory=list)
 
@@ -263,6 +275,7 @@ def simulate_one(
     # Whether the usage since the last sample is over requests (bit 1) or limits (bit 2): worked
     # out with each sample's per-pod usage below, and again when a decision changes the spec.
     over = books.over(totals)
+    short = books.shortfall(totals)  # the CPU cores the pods cannot serve since the last sample
     new = _new_tuple
     process = ingest
     flush_state = flush
@@ -270,7 +283,7 @@ def simulate_one(
         while pending and pending[0][0] <= ts:
             due, data = pending.pop(0)
             if due > cursor:  # the outcomes up to the change, with the spec before it
-                books.accumulate(out, due - cursor, over)
+                books.accumulate(out, due - cursor, over, short)
                 cursor = due
             replica_change, vertical = sim.apply(data)
             n = sim.replicas
@@ -278,14 +291,19 @@ def simulate_one(
             names = _pod_names(n)
             bounds = books.bounds
             over = books.over(totals)
+            short = books.shortfall(totals)
             out.replica_changes += replica_change
             out.rolling_updates += vertical
+            if vertical:  # a rollout: every pod re-created with the new spec (docs/evaluation.md)
+                out.resizes += 1
+                out.pod_restarts += n
             out.timeline.append((due, n, {c: dict(v) for c, v in sim.requests.items()}))
             feed(sim.workload_event(ref, due))
         if ts > cursor:
-            books.accumulate(out, ts - cursor, over)
+            books.accumulate(out, ts - cursor, over, short)
             cursor = ts
         totals = point
+        short = books.shortfall(totals)
         while next_series is not None and next_series[0] <= ts:
             s_ts, raw_series = next_series
             feed({"type": "metric", "ts": s_ts, "workload": ref.as_dict(), "samples": raw_series})
@@ -312,6 +330,8 @@ def simulate_one(
                     if used > lim_mem:
                         over |= 2
                     oom = per_mem * 1000 > lim_mem  # above the memory limit: an OOM kill
+                    if oom:
+                        out.oom_kills += n
             for pod in names:
                 # ContainerSample(pod, c, per_cpu, per_mem, True, oom), without the named
                 # tuple's __new__ (a Python function): a sample per simulated pod per tick.
@@ -398,9 +418,25 @@ class _Books:
                 over |= 2
         return over
 
-    def accumulate(self, out: Outcome, dt: float, over: int) -> None:
-        """Integrate ``dt`` seconds of this spec, with usage ``over`` (:meth:`over`), into ``out``."""
+    def shortfall(self, totals: dict[str, tuple[float, float]]) -> float:
+        """The CPU cores of demand ``totals`` that the ``n`` pods cannot serve: per container, what
+        is above ``n`` × its CPU limit, or × its CPU request where it has no limit."""
+        short = 0.0
+        n = self.n
+        for c, (cpu, _) in totals.items():
+            b = self.bounds.get(c)
+            if b is None:
+                continue
+            cap = b[1] if b[1] is not None else b[0]
+            if cap is not None and cpu / n * 1000 > cap:
+                short += (cpu / n * 1000 - cap) / 1000 * n
+        return short
+
+    def accumulate(self, out: Outcome, dt: float, over: int, short: float = 0.0) -> None:
+        """Integrate ``dt`` seconds of this spec, with usage ``over`` (:meth:`over`) and CPU
+        shortfall ``short`` cores (:meth:`shortfall`), into ``out``."""
         hours = dt / 3600
+        out.cpu_shortfall_core_hours += short * hours
         out.cpu_core_hours += self.cpu_rate * hours
         out.memory_gib_hours += self.memory_rate * hours
         if over & 1:
@@ -419,6 +455,7 @@ def simulate(
     jobs: int = 1,
     progress: bool | None = None,
     checked: Mapping[str, Sequence[dict[str, Any]]] | None = None,
+    upstream: Mapping[str, Sequence[UpstreamArm]] | None = None,
 ) -> list[Outcome]:
     """Run every policy file over every workload it names; ``recordings`` (if given) receives, per
     policy file name, the simulated stream (inputs in closed loop) for the report.
@@ -432,19 +469,41 @@ def simulate(
     is independent (its own engine, its own demand), and results are gathered in the order of the
     runs, so the outcomes and recordings are the same, byte for byte, as with one process.
     ``progress`` (default: ``err`` is a terminal) draws a bar of the runs done.
+
+    ``upstream``: per policy file of upstream HPA/VPA manifests, its arms
+    (:func:`analysis.upstream.parse_upstream`), run by :func:`analysis.upstream.simulate_upstream`.
     """
     stats = ReplayStats()
-    manifests = _manifests(policy_files, settings, checked)
-    wanted = None if manifests is None else frozenset(key for docs in manifests for key, _ in docs)
+    upstream = upstream or {}
+    tandem_files = [p for p in policy_files if p not in upstream]
+    manifests = _manifests(tandem_files, settings, checked)
+    wanted = (
+        None
+        if manifests is None
+        else frozenset(
+            [key for docs in manifests for key, _ in docs]
+            + [arm.workload.key for arms in upstream.values() for arm in arms]
+        )
+    )
     # Only the demand is kept of the stream, line by line (the typed events would be a heap that
     # the collector walks again and again, here and in every process forked below), and only of
     # the workloads the policies name.
     reduce = partial(_demand_part, wanted=wanted)
     with _gc_paused():  # the demand only grows, as the read (streams.runner._gc_paused)
         demands = _demands(read_reduced(paths, lambda msg: err.write(msg + "\n"), stats, reduce, jobs=jobs))
-    runs: list[tuple[Demand, dict[str, Any], str]] = []
-    for i, path in enumerate(policy_files):
+    runs: list[tuple[Demand, dict[str, Any] | UpstreamArm, str]] = []
+    i = -1
+    for path in policy_files:
         name = Path(path).stem
+        if path in upstream:
+            for arm in upstream[path]:
+                demand = demands.get(arm.workload.key)
+                if demand is None:
+                    err.write(f"tandem simulate: {path}: no recorded demand for {arm.workload.key}\n")
+                    continue
+                runs.append((demand, arm, name))
+            continue
+        i += 1
         docs = checked.get(path, ()) if checked is not None else load_manifests(path)
         for manifest in docs if manifests is None else [m for _, m in manifests[i]]:
             key = policy_event(manifest, settings.cluster)["workload"]
@@ -479,7 +538,7 @@ def simulate(
 
 
 def _run_all(
-    runs: Sequence[tuple[Demand, dict[str, Any], str]],
+    runs: Sequence[tuple[Demand, dict[str, Any] | UpstreamArm, str]],
     settings: Settings,
     delay: float,
     record: bool,
@@ -529,7 +588,7 @@ def _manifests(
 
 
 #: The runs of the current ``simulate`` call, inherited by forked pool processes.
-_TASKS: list[tuple[Demand, dict[str, Any], str, Settings, float, bool]] = []
+_TASKS: list[tuple[Demand, dict[str, Any] | UpstreamArm, str, Settings, float, bool]] = []
 
 
 def _run_inherited(index: int) -> tuple[Outcome, list[dict[str, Any]] | None]:
@@ -537,11 +596,13 @@ def _run_inherited(index: int) -> tuple[Outcome, list[dict[str, Any]] | None]:
 
 
 def _run(
-    task: tuple[Demand, dict[str, Any], str, Settings, float, bool],
+    task: tuple[Demand, dict[str, Any] | UpstreamArm, str, Settings, float, bool],
 ) -> tuple[Outcome, list[dict[str, Any]] | None]:
     """One (policy, workload) run, in this process or a pool's (module level: picklable)."""
     demand, manifest, name, settings, delay, record = task
     recorded: list[dict[str, Any]] | None = [] if record else None
+    if isinstance(manifest, UpstreamArm):
+        return simulate_upstream(demand, manifest, name, settings, delay, recorded), recorded
     return simulate_one(demand, manifest, name, settings, delay, recorded), recorded
 
 
@@ -555,6 +616,11 @@ COLUMNS = (
     ("saturated_samples", "saturated", "{}"),
     ("rolling_updates", "rollouts", "{}"),
     ("replica_changes", "replica chg", "{}"),
+    ("cpu_shortfall_core_hours", "CPU short core-h", "{:.2f}"),
+    ("oom_kills", "OOM kills", "{}"),
+    ("evictions", "evictions", "{}"),
+    ("pod_restarts", "restarts", "{}"),
+    ("resizes", "resizes", "{}"),
 )
 
 
@@ -604,7 +670,7 @@ def write_report(
             [str(stream)],
             out / name,
             settings=settings,
-            policies=load_manifests(path),
+            policies=[d for d in load_manifests(path) if not is_upstream(d)],
             png="none",
             title=f"tandem simulate: {name}",
             err=err,

@@ -15,8 +15,17 @@ from typing import Any
 import orjson
 
 from analysis.simulate import simulate, table, write_report
+from analysis.upstream import UpstreamArm, is_upstream, parse_upstream
 from cli.options import add_core_options, add_files, add_policy, env
-from streams.inputs import UsageError, WatchedErr, check_output_dir, check_output_file, load_command_inputs
+from scaling.errors import InvalidPolicy
+from streams.inputs import (
+    UsageError,
+    WatchedErr,
+    check_output_dir,
+    check_output_file,
+    load_command_inputs,
+    load_manifests,
+)
 
 NAME = "simulate"
 HELP = "compare policies on recorded demand in closed loop"
@@ -27,8 +36,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
         NAME, help=HELP, description="recorded demand through policies in closed loop, compared on cost and risk"
     )
     add_files(p, "recorded streams (JSON Lines, .gz, - for stdin)")
-    add_policy(p, "a policy file to compare (repeatable)")
-    p.add_argument("--delay", type=float, default=env("delay", "30"), help="seconds from a decision to its effect")
+    add_policy(
+        p,
+        "a policy file to compare (repeatable): tandem's kinds, or upstream HorizontalPodAutoscaler "
+        "(autoscaling/v2) and VerticalPodAutoscaler (autoscaling.k8s.io/v1) manifests run as their "
+        "controllers would (docs/evaluation.md)",
+    )
+    p.add_argument(
+        "--delay",
+        type=float,
+        default=env("delay", "30"),
+        help="seconds from a decision to its effect: a new or re-created pod's start-up time",
+    )
     add_core_options(p)
     p.add_argument("--json", dest="json_out", default=env("json"), help="also write the outcomes as JSON here")
     p.add_argument(
@@ -51,24 +70,46 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         args.parser.error(f"--jobs must be at least 1, got {args.jobs}")
     checked: dict[str, list[dict[str, Any]]] = {}
+    upstream: dict[str, list[UpstreamArm]] = {}
     try:
         # The outputs first: a typo in a path must not cost a whole simulation.
         if args.json_out:
             check_output_file(args.json_out, "--json")
         if args.report:
             check_output_dir(args.report, "--report")
+        upstream_docs = _upstream_files(args.policy)
         settings, _ = load_command_inputs(
-            args.files, args.policy, args.config, args.cluster, args.sync_period, accepted=checked
+            args.files,
+            [p for p in args.policy if p not in upstream_docs],
+            args.config,
+            args.cluster,
+            args.sync_period,
+            accepted=checked,
         )
+        for path, docs in upstream_docs.items():
+            try:
+                upstream[path] = parse_upstream(docs, settings.cluster)
+            except InvalidPolicy as exc:
+                raise UsageError(f"{path}: {exc.field}: {exc.reason}") from None
     except UsageError as exc:
         print(f"tandem simulate: {exc}", file=sys.stderr)
         return exc.status
-    if not any(checked.values()):
+    if not any(checked.values()) and not any(upstream.values()):
         print("tandem simulate: every --policy manifest was refused (see above): nothing to simulate", file=sys.stderr)
         return 1
     recordings: dict[str, list[dict[str, Any]]] | None = {} if args.report else None
     err = WatchedErr(sys.stderr)
-    outcomes = simulate(args.files, args.policy, settings, args.delay, err, recordings, jobs=args.jobs, checked=checked)
+    outcomes = simulate(
+        args.files,
+        args.policy,
+        settings,
+        args.delay,
+        err,
+        recordings,
+        jobs=args.jobs,
+        checked=checked,
+        upstream=upstream,
+    )
     print(table(outcomes))
     try:
         if args.report and recordings is not None:
@@ -87,3 +128,17 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _upstream_files(paths: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """The policy files that hold upstream HPA/VPA manifests, with their documents (the others
+    are tandem's kinds, read by ``load_command_inputs``; a file it cannot read is left to it)."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for path in paths:
+        try:
+            docs = load_manifests(path)
+        except Exception:  # load_command_inputs says why, in its words
+            continue
+        if any(is_upstream(d) for d in docs):
+            found[path] = docs
+    return found
