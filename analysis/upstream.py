@@ -45,6 +45,7 @@ __all__ = [
     "UpstreamArm",
     "VpaArm",
     "admit",
+    "hpa_inputs",
     "is_upstream",
     "parse_upstream",
     "simulate_upstream",
@@ -370,6 +371,30 @@ def updater_pass(
     return out
 
 
+def hpa_inputs(
+    pods: Sequence[PodSim],
+    usage: Mapping[str, Mapping[str, Mapping[str, int]]],
+    template_requests: Mapping[str, Mapping[str, int]],
+    ts: float,
+) -> tuple[tuple[hpa_rec.PodInfo, ...], hpa_rec.MetricInputs]:
+    """What the HPA controller reads at ``ts``: every pod (ready or still starting), the ready pods'
+    usage (``usage``: pod -> container -> cpu millicores, memory bytes) and each pod's *own*
+    requests.  Upstream's utilization divides by the requests in each pod's spec
+    (pkg/controller/podautoscaler/metrics/utilization.go GetResourceUtilizationRatio, fed by
+    replica_calculator.go calculatePodRequests), so a pod the VPA re-admitted with twice the
+    request reports half the utilization for the same usage."""
+    infos = tuple(
+        hpa_rec.PodInfo(p.name, p.ready(ts), "Running", p.created, p.ready_at if p.ready(ts) else None) for p in pods
+    )
+    inputs = hpa_rec.MetricInputs(
+        pod_usage=usage,
+        container_requests=template_requests,
+        pod_requests={p.name: _hpa_units(p.requests) for p in pods},
+        sample_ts={p.name: ts for p in pods if p.ready(ts)},
+    )
+    return infos, inputs
+
+
 def _hpa_units(values: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
     """Milli-units to the HPA's units (cpu millicores, memory bytes)."""
     return {c: {r: (v if r == "cpu" else v // 1000) for r, v in res.items()} for c, res in values.items()}
@@ -509,16 +534,7 @@ def simulate_upstream(
                 last_gc = vpa_rec.collect_garbage(states, ts, last_gc, cfg)
         if hpa is not None and (last_hpa is None or ts - last_hpa >= settings.sync_period):
             last_hpa = ts
-            infos = tuple(
-                hpa_rec.PodInfo(p.name, p.ready(ts), "Running", p.created, p.ready_at if p.ready(ts) else None)
-                for p in pods
-            )
-            inputs = hpa_rec.MetricInputs(
-                pod_usage=usage,
-                container_requests=container_requests,
-                pod_requests={p.name: _hpa_units(p.requests) for p in pods},
-                sample_ts={p.name: ts for p in ready},
-            )
+            infos, inputs = hpa_inputs(pods, usage, container_requests, ts)
             result, hstate = hpa_rec.recommend(
                 hpa.metrics,
                 hpa.behavior,
