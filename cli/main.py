@@ -21,12 +21,12 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import NoReturn
 
 import scaling
-from cli import apply, audit, collect, publish, replay, report, simulate, topics, worker
+from cli import apply, audit, collect, importer, publish, replay, report, simulate, topics, worker
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 #: The subcommands, in the order ``tandem --help`` lists them.
-COMMANDS = (replay, worker, publish, topics, apply, collect, audit, report, simulate)
+COMMANDS = (replay, worker, publish, topics, apply, collect, audit, report, simulate, importer)
 
 
 def _version() -> str:

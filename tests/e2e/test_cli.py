@@ -28,7 +28,18 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 def test_every_command_module_is_registered_once_in_order() -> None:
     names = [c.NAME for c in COMMANDS]
-    assert names == ["replay", "worker", "publish", "topics", "apply", "collect", "audit", "report", "simulate"]
+    assert names == [
+        "replay",
+        "worker",
+        "publish",
+        "topics",
+        "apply",
+        "collect",
+        "audit",
+        "report",
+        "simulate",
+        "import",
+    ]
     assert list(_subparsers(build_parser())) == names
 
 

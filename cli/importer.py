@@ -1,0 +1,301 @@
+"""``tandem import prometheus``: a cluster's history from Prometheus as contract events (docs/import.md).
+
+    tandem import prometheus URL --start T --end T --cluster NAME [--step 60s] [--namespace NS]...
+                  [--out FILE] [--publish] [--queries FILE] [--bearer-token-file F]
+                  [--basic-auth-file F] [--ca-file F]
+
+Everything is read before anything is written: an unreachable server, an HTTP error, bad
+credentials or a query error print one line naming the URL and the query and exit 1, and
+``--out`` is written to a temporary file renamed into place only when complete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import json
+import logging
+import os
+import re
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any, cast
+
+from cli.options import env
+from ops.errors import describe
+from scaling.errors import InvalidEvent
+from scaling.events import decode_event
+from scaling.vocabulary import EVENT_TYPES
+from streams.inputs import SettingsError, load_core_settings, load_yaml_file
+from streams.prometheus import (
+    MAX_POINTS,
+    Auth,
+    Client,
+    PrometheusError,
+    QuerySet,
+    build_events,
+    fetch_all,
+    load_queries,
+)
+from streams.settings import add_input_signing_options, add_kafka_options, kafka_settings
+
+NAME = "import"
+HELP = "read a cluster's history from Prometheus into contract events"
+_PROG = "tandem import prometheus"
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+
+
+def parse_duration(text: str, option: str) -> float:
+    """``60s``, ``5m``, ``1h30m``, ``28d``, or plain seconds."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"{option}: {text!r} is not a duration (e.g. 60s, 5m, 28d)")
+    return sum(float(n) * _UNITS[u] for n, u in parts)
+
+
+def parse_time(text: str, option: str, now: float) -> float:
+    """An RFC 3339 time, ``now``, or a duration before now (``-28d``)."""
+    if text == "now":
+        return now
+    if text.startswith("-"):
+        return now - parse_duration(text[1:], option)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{option}: {text!r} is not an RFC 3339 time, 'now' or a duration before now (-28d)") from None
+    if moment.tzinfo is None:
+        raise ValueError(f"{option}: {text!r} has no time zone (add Z or +00:00)")
+    return moment.timestamp()
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    p = sub.add_parser(NAME, help=HELP, description="import a cluster's history as contract events")
+    sources = p.add_subparsers(dest="source", required=True, help="where the history comes from")
+    q = sources.add_parser("prometheus", help="a Prometheus HTTP API (or Thanos, Mimir, VictoriaMetrics)")
+    q.add_argument("url", help="the server's base URL, e.g. http://prometheus:9090")
+    q.add_argument("--start", required=True, help="RFC 3339 time, or a duration before now (-28d)")
+    q.add_argument(
+        "--end", default=env("end", "now"), help="RFC 3339 time, now, or a duration before now (default now)"
+    )
+    q.add_argument("--step", default=env("step", "60s"), help="resolution of the history (default 60s)")
+    q.add_argument("--cluster", default=env("cluster"), required=env("cluster") is None, help="the cluster's name")
+    q.add_argument("--namespace", action="append", default=[], help="only this namespace (repeatable; default all)")
+    q.add_argument("--out", default=env("out"), help="JSON Lines file (.gz: gzip); default stdout unless --publish")
+    q.add_argument("--publish", action="store_true", help="write the events to the input topics, with watermarks")
+    q.add_argument("--queries", default=env("queries"), help="YAML file overriding queries and label names")
+    q.add_argument("--bearer-token-file", default=env("bearer_token_file"), help="file holding a bearer token")
+    q.add_argument("--basic-auth-file", default=env("basic_auth_file"), help="file holding USER:PASSWORD")
+    q.add_argument("--ca-file", default=env("ca_file"), help="PEM CA bundle to verify the server's certificate")
+    q.add_argument("--parallel", type=int, default=env("parallel", 4), help="range queries at once (default 4)")
+    q.add_argument(
+        "--attempts", type=int, default=env("attempts", 4), help="tries of a request before giving up (default 4)"
+    )
+    q.add_argument("--max-points", type=int, default=MAX_POINTS, help=argparse.SUPPRESS)
+    q.add_argument("--config", default=env("config"), help="settings YAML file (the sync period of --publish)")
+    q.add_argument(
+        "--sync-period", type=float, default=env("sync_period"), help="tick period for --publish's watermarks"
+    )
+    add_kafka_options(q)
+    add_input_signing_options(q)
+    q.set_defaults(run=run)
+    return p
+
+
+class _Usage(Exception):
+    pass
+
+
+def _read_secret(path: str, option: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError as exc:
+        raise _Usage(f"{option}: {path}: cannot be read ({exc.strerror or exc})") from None
+
+
+def _auth(args: argparse.Namespace) -> Auth:
+    if args.bearer_token_file and args.basic_auth_file:
+        raise _Usage("--bearer-token-file and --basic-auth-file: give one")
+    token = _read_secret(args.bearer_token_file, "--bearer-token-file") if args.bearer_token_file else None
+    basic = None
+    if args.basic_auth_file:
+        text = _read_secret(args.basic_auth_file, "--basic-auth-file")
+        if ":" not in text:
+            raise _Usage(f"--basic-auth-file: {args.basic_auth_file}: expected USER:PASSWORD")
+        user, password = text.split(":", 1)
+        basic = (user, password)
+    if args.ca_file and not Path(args.ca_file).is_file():
+        raise _Usage(f"--ca-file: {args.ca_file}: no such file")
+    return Auth(token, basic, args.ca_file)
+
+
+def _queries(path: str | None) -> QuerySet:
+    if not path:
+        return QuerySet()
+    try:
+        docs = load_yaml_file(path)
+    except Exception as exc:
+        raise _Usage(f"--queries: {path}: {describe(exc)}") from None
+    if len(docs) != 1:
+        raise _Usage(f"--queries: {path}: expected one YAML document")
+    try:
+        return load_queries(docs[0], path)
+    except ValueError as exc:
+        raise _Usage(f"--queries: {exc}") from None
+
+
+def write_events(path: str, events: list[dict[str, Any]]) -> None:
+    """JSON Lines into a temporary file next to ``path`` (gzip for ``.gz``), renamed into place."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            stream = cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="wb", mtime=0)) if path.endswith(".gz") else raw
+            for event in events:
+                stream.write(json.dumps(event, separators=(",", ":")).encode() + b"\n")
+            if stream is not raw:
+                stream.close()
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    try:
+        now = time.time()
+        start = parse_time(args.start, "--start", now)
+        end = parse_time(args.end, "--end", now)
+        step = parse_duration(args.step, "--step")
+        if step <= 0:
+            raise ValueError("--step: expected a duration above 0")
+        if end < start:
+            raise ValueError("--end: before --start")
+        if not args.cluster or "/" in args.cluster:
+            raise ValueError(f"--cluster: {args.cluster!r} is not a cluster name")
+        for option in ("max_points", "parallel", "attempts"):
+            if getattr(args, option) < 1:
+                raise ValueError(f"--{option.replace('_', '-')}: expected a count >= 1")
+        auth = _auth(args)
+        queries = _queries(args.queries)
+        if args.out and args.out != "-":
+            parent = Path(args.out).parent
+            if not parent.is_dir():
+                raise ValueError(f"--out: {parent}: no such directory")
+    except (ValueError, _Usage) as exc:
+        print(f"{_PROG}: {exc}", file=sys.stderr)
+        return 2
+    step_ms = round(step * 1000)
+    # the grid: multiples of the step, so that two imports of overlapping ranges agree
+    start_ms = -(-round(start * 1000) // step_ms) * step_ms
+    end_ms = round(end * 1000) // step_ms * step_ms
+    client = Client(args.url, auth, attempts=args.attempts)
+    tty = sys.stderr.isatty()
+
+    def progress(name: str) -> None:
+        if tty:
+            sys.stderr.write(f"\r{_PROG}: querying {name:<24}")
+            sys.stderr.flush()
+
+    try:
+        fetched = fetch_all(
+            client, queries, start_ms, end_ms, step_ms, args.namespace,
+            max_points=args.max_points, parallel=args.parallel, progress=progress,
+        )  # fmt: skip
+    except PrometheusError as exc:
+        if tty:
+            sys.stderr.write("\n")
+        print(f"{_PROG}: {exc}", file=sys.stderr)
+        return 1
+    if tty:
+        sys.stderr.write("\r" + " " * 60 + "\r")
+    for warning in fetched.warnings:
+        print(f"{_PROG}: warning: {warning}", file=sys.stderr)
+    raw_events = build_events(fetched, queries, args.cluster, start_ms, end_ms, step_ms)
+    lines: list[tuple[float, int, Any, Any]] = []
+    for i, raw in enumerate(raw_events):
+        try:
+            lines.append((raw["ts"], i, ("prometheus", i + 1, raw), decode_event(raw)))
+        except InvalidEvent as exc:
+            print(f"{_PROG}: warning: a {raw['type']} event of {raw['workload']} left out: {exc}", file=sys.stderr)
+    events = [line[2][2] for line in lines]
+
+    if args.publish:
+        code = _publish(args, lines)
+        if code:
+            return code
+    if args.out and args.out != "-":
+        try:
+            write_events(args.out, events)
+        except OSError as exc:
+            print(f"{_PROG}: --out: {args.out}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
+    elif not args.publish:
+        out = sys.stdout
+        for event in events:
+            out.write(json.dumps(event, separators=(",", ":")) + "\n")
+        out.flush()
+
+    counts = {t: 0 for t in EVENT_TYPES}
+    workloads = set()
+    for event in events:
+        counts[event["type"]] += 1
+        w = event["workload"]
+        workloads.add((w["namespace"], w["kind"], w["name"]))
+    by_type = ", ".join(f"{counts[t]} {t}" for t in EVENT_TYPES if counts[t]) or "none"
+    steps = (end_ms - start_ms) // step_ms + 1
+    with_metrics = {
+        (e["ts"], e["workload"]["namespace"], e["workload"]["name"]) for e in events if e["type"] == "metric"
+    }
+    gaps = len(workloads) * steps - len(with_metrics)
+    series = sum(len(found) for found in fetched.series.values())
+    print(
+        f"{_PROG}: {series} series, {fetched.samples} samples in {fetched.requests} request(s); "
+        f"{len(events)} event(s) ({by_type}) for {len(workloads)} workload(s) over {steps} step(s) "
+        f"of {step:g} s, {gaps} workload-step(s) without metrics; {time.monotonic() - started:.1f} s",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _publish(args: argparse.Namespace, lines: list[tuple[float, int, Any, Any]]) -> int:
+    from streams.publish import messages, publish, warn_retention
+    from streams.topics import TopicMismatch, ensure_topics, list_topics
+
+    logging.getLogger("aiokafka").setLevel(logging.ERROR)
+    try:
+        settings = kafka_settings(args)
+        core = load_core_settings(args.config, args.cluster, args.sync_period)
+    except (OSError, ValueError, SettingsError) as exc:
+        print(f"{_PROG}: {exc}", file=sys.stderr)
+        return 2
+    if settings.input_signing is not None and args.cluster not in settings.input_signing:
+        print(f"{_PROG}: no input signing key for cluster {args.cluster}", file=sys.stderr)
+        return 2
+    plan = messages(settings.prefix, [], lines, lines[0][0] if lines else 0.0)
+
+    async def go() -> int:
+        await ensure_topics(settings)
+        warn_retention(await list_topics(settings), plan.oldest)
+        return await publish(settings, plan, period=core.sync_period)
+
+    try:
+        sent = asyncio.run(go())
+    except TopicMismatch as exc:
+        print(f"{_PROG}: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        print(f"{_PROG}: {settings.bootstrap}: {describe(exc)}", file=sys.stderr)
+        return 1
+    print(f"{_PROG}: published {sent} message(s) to {settings.prefix}* on {settings.bootstrap}", file=sys.stderr)
+    return 0

@@ -1,0 +1,529 @@
+"""History from Prometheus as contract input events (``tandem import prometheus``, docs/import.md).
+
+A cluster's Prometheus (or Thanos, Mimir, VictoriaMetrics: the same HTTP API) already keeps what
+tandem's recommenders need to be warm on day one: cAdvisor's container usage and kube-state-metrics'
+objects.  This module reads them with range queries at one step and turns them into the events of
+docs/contract.md §3, as ``tandem collect`` would have sent them had it run at every step:
+
+* one ``metric`` batch per workload per step, every pod of the workload with a sample at that step;
+* a ``workload`` event whenever its replicas, containers' requests/limits or pods changed;
+* an ``hpa`` / ``vpa`` event whenever the HPA's replicas or the VPA's recommendation changed
+  (the collector also sends an event only when its content changed).
+
+Pods are mapped to workloads by kube-state-metrics' ownership series (pod -> ReplicaSet ->
+Deployment, pod -> StatefulSet).  Every query and label name can be overridden (:func:`load_queries`):
+installs relabel.  Only the standard library speaks HTTP (``urllib``); range queries are split under
+Prometheus's limit of 11,000 points per series ("exceeded maximum resolution of 11,000 points per
+timeseries", https://prometheus.io/docs/prometheus/latest/querying/api/#range-queries), run a few at
+a time and retried with backoff when the server is unreachable or busy.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import ssl
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from string import Template
+from typing import Any
+
+from scaling.spelling import did_you_mean
+
+__all__ = [
+    "DEFAULT_LABELS",
+    "DEFAULT_QUERIES",
+    "MAX_POINTS",
+    "Auth",
+    "Client",
+    "Fetched",
+    "PrometheusError",
+    "QuerySet",
+    "build_events",
+    "fetch_all",
+    "load_queries",
+]
+
+#: Prometheus refuses a range query whose series would have more points than this.
+MAX_POINTS = 11_000
+
+#: The queries, by name.  ``$namespaces`` is a regular expression of the ``--namespace`` values
+#: (``.*`` for all), ``$step`` the step as a PromQL duration.  A query's result keeps the labels the
+#: builder reads (:data:`DEFAULT_LABELS`).
+DEFAULT_QUERIES: dict[str, str] = {
+    # cAdvisor (the kubelet's /metrics/cadvisor): usage in cores, averaged over the step
+    "cpu": 'max by (namespace, pod, container) (rate(container_cpu_usage_seconds_total{container!="", '
+    'container!="POD", namespace=~"$namespaces"}[$step]))',
+    "memory": 'max by (namespace, pod, container) (container_memory_working_set_bytes{container!="", '
+    'container!="POD", namespace=~"$namespaces"})',
+    # a restart within the step whose last termination was an OOM kill
+    "oom": "max by (namespace, pod, container) ((increase(kube_pod_container_status_restarts_total"
+    '{namespace=~"$namespaces"}[$step]) > 0) and on (namespace, pod, container) '
+    "(kube_pod_container_status_last_terminated_reason"
+    '{reason="OOMKilled", namespace=~"$namespaces"} == 1))',
+    # kube-state-metrics
+    "pod_owner": 'kube_pod_owner{owner_kind!="", namespace=~"$namespaces"}',
+    "replicaset_owner": 'kube_replicaset_owner{owner_kind!="", namespace=~"$namespaces"}',
+    "deployment_replicas": 'kube_deployment_spec_replicas{namespace=~"$namespaces"}',
+    "statefulset_replicas": 'kube_statefulset_replicas{namespace=~"$namespaces"}',
+    "requests": 'kube_pod_container_resource_requests{resource=~"cpu|memory", namespace=~"$namespaces"}',
+    "limits": 'kube_pod_container_resource_limits{resource=~"cpu|memory", namespace=~"$namespaces"}',
+    "ready": 'kube_pod_status_ready{condition="true", namespace=~"$namespaces"}',
+    "hpa_info": 'kube_horizontalpodautoscaler_info{namespace=~"$namespaces"}',
+    "hpa_desired": 'kube_horizontalpodautoscaler_status_desired_replicas{namespace=~"$namespaces"}',
+    "hpa_min": 'kube_horizontalpodautoscaler_spec_min_replicas{namespace=~"$namespaces"}',
+    "hpa_max": 'kube_horizontalpodautoscaler_spec_max_replicas{namespace=~"$namespaces"}',
+    # the VPA's recommendation, where kube-state-metrics exports it with the custom-resource
+    # configuration the VPA documents (metricNamePrefix kube_customresource, name vpa_containerrecommendations_*)
+    "vpa_target": 'kube_customresource_vpa_containerrecommendations_target{namespace=~"$namespaces"}',
+    "vpa_lower_bound": 'kube_customresource_vpa_containerrecommendations_lowerbound{namespace=~"$namespaces"}',
+    "vpa_upper_bound": 'kube_customresource_vpa_containerrecommendations_upperbound{namespace=~"$namespaces"}',
+}
+
+#: The label names the builder reads, by role.
+DEFAULT_LABELS: dict[str, str] = {
+    "namespace": "namespace",
+    "pod": "pod",
+    "container": "container",
+    "resource": "resource",
+    "owner_kind": "owner_kind",
+    "owner_name": "owner_name",
+    "replicaset": "replicaset",
+    "deployment": "deployment",
+    "statefulset": "statefulset",
+    "hpa": "horizontalpodautoscaler",
+    "hpa_target_kind": "scaletargetref_kind",
+    "hpa_target_name": "scaletargetref_name",
+    "vpa_container": "container",
+    "vpa_target_kind": "target_kind",
+    "vpa_target_name": "target_name",
+}
+
+#: Queries whose absence is worth a warning (kube-state-metrics): without them the stream lacks
+#: what their name says.  The VPA's are optional: most clusters export none.
+_WARN_IF_EMPTY = {
+    "pod_owner": "pods cannot be mapped to workloads",
+    "replicaset_owner": "pods of ReplicaSets are not mapped to their Deployments",
+    "deployment_replicas": "a Deployment's replicas are counted from its pods",
+    "statefulset_replicas": "a StatefulSet's replicas are counted from its pods",
+    "requests": "workload events carry no requests",
+    "limits": "workload events carry no limits",
+    "ready": "every pod counts as ready",
+    "cpu": "metric events carry no CPU",
+    "memory": "metric events carry no memory",
+}
+
+
+class PrometheusError(Exception):
+    """One line: the URL, the query and why (unreachable, an HTTP status, a query error)."""
+
+
+@dataclass(frozen=True)
+class QuerySet:
+    queries: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_QUERIES))
+    labels: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_LABELS))
+
+    def expand(self, name: str, namespaces: Iterable[str], step: float) -> str:
+        ns = list(namespaces)
+        regex = "|".join(_regex_escape(n) for n in ns) if ns else ".*"
+        return Template(self.queries[name]).safe_substitute(namespaces=regex, step=_duration(step))
+
+
+def load_queries(doc: Any, where: str) -> QuerySet:
+    """A ``--queries`` YAML document: ``queries: {name: PromQL}`` and ``labels: {role: label}``,
+    each overriding the default of that name; an unknown name is refused with a did-you-mean."""
+    if doc is None:
+        return QuerySet()
+    if not isinstance(doc, dict):
+        raise ValueError(f"{where}: expected a mapping with 'queries' and/or 'labels'")
+    queries, labels = dict(DEFAULT_QUERIES), dict(DEFAULT_LABELS)
+    for key, value in doc.items():
+        if key not in ("queries", "labels"):
+            raise ValueError(f"{where}: field {key!r}: unknown field{did_you_mean(str(key), ('queries', 'labels'))}")
+        target = queries if key == "queries" else labels
+        if not isinstance(value, dict):
+            raise ValueError(f"{where}: field {key!r}: expected a mapping of names to strings")
+        for name, text in value.items():
+            if name not in target:
+                raise ValueError(f"{where}: field '{key}.{name}': unknown name{did_you_mean(str(name), target)}")
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"{where}: field '{key}.{name}': expected a non-empty string")
+            target[name] = text
+    return QuerySet(queries, labels)
+
+
+def _regex_escape(text: str) -> str:
+    # RE2 metacharacters, escaped for a PromQL double-quoted string
+    out = "".join("\\\\" + c if c in ".^$|?*+()[]{}\\" else c for c in text)
+    return out.replace('"', '\\"')
+
+
+def _duration(seconds: float) -> str:
+    ms = round(seconds * 1000)
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+@dataclass(frozen=True)
+class Auth:
+    bearer_token: str | None = None
+    basic: tuple[str, str] | None = None
+    ca_file: str | None = None
+
+
+#: One series: its labels and its points, event time in milliseconds -> value.
+Series = tuple[dict[str, str], dict[int, float]]
+
+
+class Client:
+    """Prometheus's HTTP API (``/api/v1/query_range``) over ``urllib``."""
+
+    def __init__(
+        self,
+        url: str,
+        auth: Auth | None = None,
+        *,
+        timeout: float = 60.0,
+        attempts: int = 4,
+        backoff: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.auth = auth or Auth()
+        self.timeout = timeout
+        self.attempts = attempts
+        self.backoff = backoff
+        self.sleep = sleep
+        self.requests = 0
+        self.context = ssl.create_default_context(cafile=self.auth.ca_file) if self.auth.ca_file else None
+
+    def _fail(self, query: str, why: str) -> PrometheusError:
+        return PrometheusError(f"{self.url}: query {query!r}: {why}")
+
+    def range_query(self, query: str, start_ms: int, end_ms: int, step_ms: int) -> list[Series]:
+        """One request; retried (``attempts``, doubling ``backoff``) on connection errors, 429 and 5xx."""
+        params = urllib.parse.urlencode(
+            {
+                "query": query,
+                "start": f"{start_ms / 1000:.3f}",
+                "end": f"{end_ms / 1000:.3f}",
+                "step": f"{step_ms / 1000:g}",
+            }
+        )
+        request = urllib.request.Request(
+            f"{self.url}/api/v1/query_range",
+            data=params.encode(),
+            headers={"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"},
+        )
+        if self.auth.bearer_token is not None:
+            request.add_header("Authorization", f"Bearer {self.auth.bearer_token}")
+        elif self.auth.basic is not None:
+            user, password = self.auth.basic
+            request.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
+        delay = self.backoff
+        for attempt in range(1, self.attempts + 1):
+            self.requests += 1
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout, context=self.context) as response:
+                    body = response.read()
+                break
+            except urllib.error.HTTPError as exc:
+                why = _http_error(exc)
+                if (exc.code != 429 and exc.code < 500) or attempt == self.attempts:
+                    raise self._fail(query, why) from None
+            except (urllib.error.URLError, OSError) as exc:
+                reason = getattr(exc, "reason", exc)
+                why = f"unreachable ({reason})"
+                if attempt == self.attempts:
+                    raise self._fail(query, f"{why} after {attempt} attempt(s)") from None
+            self.sleep(delay)
+            delay *= 2
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            raise self._fail(query, "the answer is not JSON (is the URL Prometheus's?)") from None
+        if not isinstance(answer, dict) or answer.get("status") != "success":
+            error = answer.get("error", "no status") if isinstance(answer, dict) else "not an object"
+            raise self._fail(query, f"query error: {error}")
+        data = answer.get("data") or {}
+        if data.get("resultType") != "matrix":
+            raise self._fail(query, f"expected a matrix, got {data.get('resultType')!r}")
+        out: list[Series] = []
+        for item in data.get("result", []):
+            points: dict[int, float] = {}
+            for t, v in item.get("values", []):
+                value = float(v)
+                if math.isfinite(value):
+                    points[round(float(t) * 1000)] = value
+            out.append((dict(item.get("metric", {})), points))
+        return out
+
+    def query(
+        self, query: str, start_ms: int, end_ms: int, step_ms: int, *, max_points: int = MAX_POINTS, parallel: int = 4
+    ) -> list[Series]:
+        """:meth:`range_query` over ``[start, end]``, split into ranges of at most ``max_points``
+        steps, ``parallel`` at a time; a series' points from every part, merged by its labels."""
+        parts = _parts(start_ms, end_ms, step_ms, max_points)
+        with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(parts)))) as pool:
+            answers = list(pool.map(lambda p: self.range_query(query, p[0], p[1], step_ms), parts))
+        merged: dict[tuple[tuple[str, str], ...], Series] = {}
+        for answer in answers:
+            for labels, points in answer:
+                key = tuple(sorted(labels.items()))
+                if key in merged:
+                    merged[key][1].update(points)
+                else:
+                    merged[key] = (labels, dict(points))
+        return [merged[k] for k in sorted(merged)]
+
+
+def _http_error(exc: urllib.error.HTTPError) -> str:
+    detail = ""
+    try:
+        answer = json.loads(exc.read())
+        if isinstance(answer, dict) and answer.get("error"):
+            detail = f": {answer['error']}"
+    except (ValueError, OSError):
+        pass
+    if exc.code in (401, 403):
+        return f"HTTP {exc.code} {exc.reason} (check --bearer-token-file / --basic-auth-file){detail}"
+    if exc.code in (400, 422):
+        return f"query error (HTTP {exc.code}){detail}"
+    return f"HTTP {exc.code} {exc.reason}{detail}"
+
+
+def _parts(start_ms: int, end_ms: int, step_ms: int, max_points: int) -> list[tuple[int, int]]:
+    """``[start, end]`` at ``step`` as consecutive ranges of at most ``max_points`` points each."""
+    if step_ms <= 0 or end_ms < start_ms:
+        return []
+    n = (end_ms - start_ms) // step_ms + 1
+    out = []
+    for first in range(0, n, max_points):
+        last = min(first + max_points, n) - 1
+        out.append((start_ms + first * step_ms, start_ms + last * step_ms))
+    return out
+
+
+@dataclass
+class Fetched:
+    """Every query's series, and the warnings about what is missing."""
+
+    series: dict[str, list[Series]]
+    warnings: list[str]
+    requests: int = 0
+
+    @property
+    def samples(self) -> int:
+        return sum(len(p) for found in self.series.values() for _, p in found)
+
+
+def fetch_all(
+    client: Client,
+    queries: QuerySet,
+    start_ms: int,
+    end_ms: int,
+    step_ms: int,
+    namespaces: Iterable[str] = (),
+    *,
+    max_points: int = MAX_POINTS,
+    parallel: int = 4,
+    progress: Callable[[str], None] | None = None,
+) -> Fetched:
+    ns = list(namespaces)
+    series: dict[str, list[Series]] = {}
+    warnings = []
+    for name in queries.queries:
+        text = queries.expand(name, ns, step_ms / 1000)
+        if progress is not None:
+            progress(name)
+        series[name] = client.query(text, start_ms, end_ms, step_ms, max_points=max_points, parallel=parallel)
+        if not series[name] and name in _WARN_IF_EMPTY:
+            warnings.append(f"no series for {name} ({text}): {_WARN_IF_EMPTY[name]}")
+    return Fetched(series, warnings, client.requests)
+
+
+def _num(value: float) -> int | float:
+    return int(value) if value.is_integer() else value
+
+
+def build_events(
+    fetched: Fetched, queries: QuerySet, cluster: str, start_ms: int, end_ms: int, step_ms: int
+) -> list[dict[str, Any]]:
+    """The contract events of ``fetched``, in event-time order (at one ``ts``: workloads, hpa, vpa,
+    then metrics, each by workload key)."""
+    lb = queries.labels
+    s = fetched.series
+    ns_l, pod_l, ctr_l, res_l = lb["namespace"], lb["pod"], lb["container"], lb["resource"]
+
+    # ownership is a fact about an object, not a time series: the union over the range
+    rs_owner: dict[tuple[str, str], tuple[str, str]] = {}
+    for labels, _ in s.get("replicaset_owner", []):
+        rs_owner[(labels.get(ns_l, ""), labels.get(lb["replicaset"], ""))] = (
+            labels.get(lb["owner_kind"], ""),
+            labels.get(lb["owner_name"], ""),
+        )
+    owner: dict[tuple[str, str], tuple[str, str]] = {}
+    alive: dict[tuple[str, str], set[int]] = defaultdict(set)  # (ns, pod) -> steps with an owner series
+    for labels, points in s.get("pod_owner", []):
+        ns, pod = labels.get(ns_l, ""), labels.get(pod_l, "")
+        kind, name = labels.get(lb["owner_kind"], ""), labels.get(lb["owner_name"], "")
+        if kind == "ReplicaSet" and (ns, name) in rs_owner and rs_owner[(ns, name)][0] in ("Deployment",):
+            kind, name = rs_owner[(ns, name)]
+        if not kind or not name or kind == "<none>":
+            continue
+        owner[(ns, pod)] = (kind, name)
+        alive[(ns, pod)].update(points)
+
+    def per_container(name: str) -> dict[int, dict[tuple[str, str], dict[str, float]]]:
+        # step -> (ns, pod) -> container -> value
+        out: dict[int, dict[tuple[str, str], dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
+        for labels, points in s.get(name, []):
+            key = (labels.get(ns_l, ""), labels.get(pod_l, ""))
+            for t, v in points.items():
+                out[t][key][labels.get(ctr_l, "")] = v
+        return out
+
+    cpu, mem, oom = per_container("cpu"), per_container("memory"), per_container("oom")
+
+    def per_resource(name: str) -> dict[int, dict[tuple[str, str], dict[str, dict[str, float]]]]:
+        out: dict[int, dict[tuple[str, str], dict[str, dict[str, float]]]] = defaultdict(
+            lambda: defaultdict(lambda: defaultdict(dict))
+        )
+        for labels, points in s.get(name, []):
+            key = (labels.get(ns_l, ""), labels.get(pod_l, ""))
+            for t, v in points.items():
+                out[t][key][labels.get(ctr_l, "")][labels.get(res_l, "")] = v
+        return out
+
+    requests, limits = per_resource("requests"), per_resource("limits")
+    ready: dict[int, dict[tuple[str, str], bool]] = defaultdict(dict)
+    has_ready = bool(s.get("ready"))
+    for labels, points in s.get("ready", []):
+        for t, v in points.items():
+            ready[t][(labels.get(ns_l, ""), labels.get(pod_l, ""))] = v > 0
+
+    replicas: dict[int, dict[tuple[str, str, str], int]] = defaultdict(dict)
+    for name, kind, label in (
+        ("deployment_replicas", "Deployment", lb["deployment"]),
+        ("statefulset_replicas", "StatefulSet", lb["statefulset"]),
+    ):
+        for labels, points in s.get(name, []):
+            for t, v in points.items():
+                replicas[t][(labels.get(ns_l, ""), kind, labels.get(label, ""))] = int(v)
+
+    # a pod is in its workload at a step where it has an owner series or a usage sample
+    pods_at: dict[int, dict[tuple[str, str, str], list[str]]] = defaultdict(lambda: defaultdict(list))
+    for (ns, pod), (kind, name) in owner.items():
+        steps = set(alive[(ns, pod)])
+        for source in (cpu, mem):
+            steps.update(t for t, found in source.items() if (ns, pod) in found)
+        for t in steps:
+            pods_at[t][(ns, kind, name)].append(pod)
+
+    hpa_target: dict[tuple[str, str], tuple[str, str]] = {}
+    for labels, _ in s.get("hpa_info", []):
+        hpa_target[(labels.get(ns_l, ""), labels.get(lb["hpa"], ""))] = (
+            labels.get(lb["hpa_target_kind"], ""),
+            labels.get(lb["hpa_target_name"], ""),
+        )
+    hpa_at: dict[int, dict[tuple[str, str], dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
+    for query, fname in (("hpa_desired", "desired_replicas"), ("hpa_min", "min_replicas"), ("hpa_max", "max_replicas")):
+        for labels, points in s.get(query, []):
+            for t, v in points.items():
+                hpa_at[t][(labels.get(ns_l, ""), labels.get(lb["hpa"], ""))][fname] = int(v)
+
+    vpa_at: dict[int, dict[tuple[str, str, str], dict[str, dict[str, dict[str, float]]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
+    )
+    for query, part in (
+        ("vpa_target", "target"),
+        ("vpa_lower_bound", "lower_bound"),
+        ("vpa_upper_bound", "upper_bound"),
+    ):
+        for labels, points in s.get(query, []):
+            key = (labels.get(ns_l, ""), labels.get(lb["vpa_target_kind"], ""), labels.get(lb["vpa_target_name"], ""))
+            if not key[1] or not key[2]:
+                continue
+            for t, v in points.items():
+                vpa_at[t][key][labels.get(lb["vpa_container"], "")][part][labels.get(res_l, "")] = v
+
+    def ref(ns: str, kind: str, name: str) -> dict[str, str]:
+        return {"cluster": cluster, "namespace": ns, "kind": kind, "name": name}
+
+    events: list[dict[str, Any]] = []
+    last: dict[tuple[str, tuple[str, str, str]], Any] = {}
+
+    def changed(kind: str, key: tuple[str, str, str], content: Any) -> bool:
+        if last.get((kind, key)) == content:
+            return False
+        last[(kind, key)] = content
+        return True
+
+    for t in range(start_ms, end_ms + 1, step_ms):
+        ts = t / 1000
+        here = pods_at.get(t, {})
+        workloads = sorted(set(here) | set(replicas.get(t, {})))
+        for key in workloads:
+            pods = sorted(here.get(key, []))
+            ns = key[0]
+            containers: dict[str, dict[str, dict[str, int | float]]] = {}
+            for pod in pods:
+                for table, part in ((requests, "requests"), (limits, "limits")):
+                    for ctr, res in sorted(table.get(t, {}).get((ns, pod), {}).items()):
+                        entry = containers.setdefault(ctr, {})
+                        if part not in entry:
+                            entry[part] = {r: _num(v) for r, v in sorted(res.items())}
+            count = replicas.get(t, {}).get(key, len(pods))
+            body: dict[str, Any] = {"replicas": count, "containers": containers}
+            if has_ready:
+                flags = [ready.get(t, {}).get((ns, p), False) for p in pods]
+                body["ready_replicas"] = sum(flags)
+                body["pods"] = [
+                    {"name": p, "ready": f, "phase": "Running", "started": None}
+                    for p, f in zip(pods, flags, strict=True)
+                ]
+            if changed("workload", key, body):
+                events.append({"type": "workload", "ts": ts, "workload": ref(*key), **body})
+        for (ns, hpa), fields in sorted(hpa_at.get(t, {}).items()):
+            target = hpa_target.get((ns, hpa))
+            if target is None or "desired_replicas" not in fields or not all(target):
+                continue
+            key = (ns, *target)
+            body = {**fields, "name": hpa, "source": "cluster"}
+            if changed("hpa", key, body):
+                events.append({"type": "hpa", "ts": ts, "workload": ref(*key), **body})
+        for key, per in sorted(vpa_at.get(t, {}).items()):
+            recs = {
+                c: {part: {r: _num(v) for r, v in sorted(res.items())} for part, res in sorted(parts.items())}
+                for c, parts in sorted(per.items())
+                if "target" in parts
+            }
+            if recs and changed("vpa", key, recs):
+                events.append({"type": "vpa", "ts": ts, "workload": ref(*key), "containers": recs, "source": "cluster"})
+        for key in sorted(here):
+            ns = key[0]
+            samples: list[dict[str, Any]] = []
+            for pod in sorted(here[key]):
+                c = cpu.get(t, {}).get((ns, pod), {})
+                m = mem.get(t, {}).get((ns, pod), {})
+                o = oom.get(t, {}).get((ns, pod), {})
+                for ctr in sorted(set(c) | set(m)):
+                    sample: dict[str, Any] = {"pod": pod, "container": ctr}
+                    if ctr in c:
+                        sample["cpu"] = c[ctr]
+                    if ctr in m:
+                        sample["memory"] = _num(m[ctr])
+                    if has_ready and not ready.get(t, {}).get((ns, pod), False):
+                        sample["ready"] = False
+                    if o.get(ctr, 0) > 0:
+                        sample["oom"] = True
+                    samples.append(sample)
+            if samples:
+                events.append({"type": "metric", "ts": ts, "workload": ref(*key), "samples": samples})
+    return events

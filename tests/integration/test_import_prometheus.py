@@ -1,0 +1,254 @@
+"""``tandem import prometheus`` against a real Prometheus (Debian's package, scripts/prometheus.sh)
+whose TSDB holds a generated fleet of known usage (tests/prometheus_fleet.py)."""
+
+from __future__ import annotations
+
+import gzip
+import http.server
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from cli.main import main
+from tests import prometheus_fleet as fleet
+
+pytestmark = pytest.mark.prometheus
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "prometheus.sh"
+START = "2026-01-01T00:00:00Z"
+END = "2026-01-01T00:40:00Z"
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    missing = [tool for tool in ("prometheus", "promtool") if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(
+            f"{' and '.join(missing)} not installed (Debian's prometheus package; scripts/test.sh installs it as root)"
+        )
+    state = tmp_path_factory.mktemp("prometheus")
+    om = state / "fleet.om"
+    om.write_text(fleet.openmetrics())
+    env = {**os.environ, "TANDEM_PROMETHEUS_LOOKBACK": "55s", "TANDEM_PROMETHEUS_WATCH_PID": str(os.getpid())}
+    run = dict(cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    loaded = subprocess.run(["bash", str(SCRIPT), "load", str(state), str(om)], **run)  # type: ignore[call-overload]
+    assert loaded.returncode == 0, loaded.stderr
+    started = subprocess.run(["bash", str(SCRIPT), "start", str(state)], **run)  # type: ignore[call-overload]
+    assert started.returncode == 0, started.stderr
+    try:
+        yield started.stdout.strip().splitlines()[-1]
+    finally:
+        subprocess.run(["bash", str(SCRIPT), "stop", str(state)], **run)  # type: ignore[call-overload]
+
+
+def _import(url: str, *extra: str, out: Path | None = None) -> int:
+    args = ["import", "prometheus", url, "--start", START, "--end", END, "--cluster", "c1", "--attempts", "1"]
+    return main([*args, *(["--out", str(out)] if out is not None else []), *extra])
+
+
+def _read(path: Path) -> list[dict[str, Any]]:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt") as f:  # type: ignore[operator]
+        return [json.loads(line) for line in f]
+
+
+def _key(event: dict[str, Any]) -> tuple[str, str, str]:
+    w = event["workload"]
+    return (w["namespace"], w["kind"], w["name"])
+
+
+def test_the_imported_stream_is_the_fleet_usage_step_by_step(
+    prometheus: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "history.jsonl.gz"
+    assert _import(prometheus, out=out) == 0
+    err = capsys.readouterr().err
+    events = _read(out)
+    assert [e["ts"] for e in events] == sorted(e["ts"] for e in events)
+    assert {e["workload"]["cluster"] for e in events} == {"c1"}
+
+    metrics = {(e["ts"], _key(e)): e["samples"] for e in events if e["type"] == "metric"}
+    for t in range(fleet.T0, fleet.END + 1, fleet.STEP):
+        expected: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        for pod in sorted(fleet.pods_at(t), key=lambda p: p.name):
+            for c in sorted(pod.containers):
+                expected.setdefault(pod.workload, []).append(fleet.truth(t, pod, c))
+        got = {key: samples for (ts, key), samples in metrics.items() if ts == t}
+        assert sorted(got) == sorted(expected), t
+        for key, samples in expected.items():
+            imported = got[key]
+            # memory exact; CPU is a rate over the step, exact here up to float rounding
+            assert [{k: v for k, v in s.items() if k != "cpu"} for s in imported] == [
+                {k: v for k, v in s.items() if k != "cpu"} for s in samples
+            ], (t, key)
+            assert [s.get("cpu") for s in imported] == [
+                pytest.approx(s.get("cpu"), abs=1e-9) if "cpu" in s else None for s in samples
+            ], (t, key)
+
+    web = [(e["ts"] - fleet.T0, e["replicas"], e["ready_replicas"], [p["name"] for p in e["pods"]])
+           for e in events if e["type"] == "workload" and _key(e) == ("shop", "Deployment", "web")]  # fmt: skip
+    a, b, c = "web-5d8f-a", "web-5d8f-b", "web-5d8f-c"
+    assert web == [(0, 2, 2, [a, b]), (600, 3, 2, [a, b, c]), (720, 3, 3, [a, b, c]), (1560, 2, 2, [a, b])]
+    first_web = next(e for e in events if e["type"] == "workload" and _key(e) == ("shop", "Deployment", "web"))
+    assert first_web["containers"] == {
+        "app": {"requests": {"cpu": 0.25, "memory": 256 * fleet.MIB}, "limits": {"memory": 512 * fleet.MIB}},
+        "sidecar": {"requests": {"cpu": 0.05}},
+    }
+    hpa = [
+        (e["ts"] - fleet.T0, e["desired_replicas"], e["min_replicas"], e["max_replicas"])
+        for e in events
+        if e["type"] == "hpa"
+    ]
+    assert hpa == [(0, 2, 2, 10), (600, 3, 2, 10), (1560, 2, 2, 10)]
+    # the missing kube-state-metrics series is named; the StatefulSet's replicas come from its pods
+    assert (
+        "tandem import prometheus: warning: no series for statefulset_replicas "
+        '(kube_statefulset_replicas{namespace=~".*"}): '
+        "a StatefulSet's replicas are counted from its pods\n"
+    ) in err
+    db = [e for e in events if e["type"] == "workload" and _key(e) == ("shop", "StatefulSet", "db")]
+    assert [(e["ts"], e["replicas"]) for e in db] == [(fleet.T0, 2)]
+    assert "123 metric, 6 workload, 3 hpa" in err
+
+
+def test_the_stream_replays(prometheus: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "history.jsonl"
+    assert _import(prometheus, out=out) == 0
+    capsys.readouterr()
+    assert main(["replay", str(out), "--strict", "--out", str(tmp_path / "audit.jsonl")]) == 0
+    assert "read 132 events from 1 file(s)" in capsys.readouterr().err
+
+
+def test_range_queries_split_under_the_point_limit_give_the_same_stream(
+    prometheus: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    whole, split = tmp_path / "whole.jsonl", tmp_path / "split.jsonl"
+    assert _import(prometheus, out=whole) == 0
+    assert " in 17 request(s);" in capsys.readouterr().err  # one per query
+    # 41 steps in parts of at most 7 points: 6 requests per query
+    assert _import(prometheus, "--max-points", "7", "--parallel", "2", out=split) == 0
+    assert " in 102 request(s);" in capsys.readouterr().err
+    assert split.read_bytes() == whole.read_bytes()
+
+
+def test_namespace_keeps_only_that_namespace(
+    prometheus: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "other.jsonl"
+    assert _import(prometheus, "--namespace", "other", out=out) == 0
+    assert {_key(e) for e in _read(out)} == {("other", "Deployment", "batch")}
+
+
+def test_a_query_error_names_the_url_and_query_and_writes_nothing(
+    prometheus: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queries = tmp_path / "queries.yaml"
+    queries.write_text("queries:\n  memory: 'sum(rate(container_memory_working_set_bytes[1m]'\n")
+    out = tmp_path / "history.jsonl"
+    out.write_text("the earlier import\n")
+    assert _import(prometheus, "--queries", str(queries), out=out) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"tandem import prometheus: {prometheus}: query 'sum(rate(container_memory_working_set_bytes[1m]': "
+        "query error (HTTP 400): "
+    )
+    assert err.count("\n") == 1
+    assert out.read_text() == "the earlier import\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["history.jsonl", "queries.yaml"]
+
+
+def test_a_misspelled_query_name_is_refused_with_a_did_you_mean(
+    prometheus: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queries = tmp_path / "queries.yaml"
+    queries.write_text("queries:\n  memroy: container_memory_working_set_bytes\n")
+    assert _import(prometheus, "--queries", str(queries), out=tmp_path / "h.jsonl") == 2
+    err = capsys.readouterr().err
+    assert (
+        err == f"tandem import prometheus: --queries: {queries}: field 'queries.memroy': unknown name "
+        "(did you mean memory?)\n"
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_an_unreachable_server_is_one_line_and_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"http://127.0.0.1:{_free_port()}"
+    out = tmp_path / "history.jsonl"
+    assert _import(url, "--attempts", "2", out=out) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"tandem import prometheus: {url}: query 'max by (namespace, pod, container) (rate(")
+    assert err.endswith("after 2 attempt(s)\n") and "unreachable (" in err
+    assert err.count("\n") == 1
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+class _Stub(http.server.BaseHTTPRequestHandler):
+    status = 500
+    body = b"{}"
+    seen: ClassVar[list[str | None]] = []
+
+    def do_POST(self) -> None:
+        type(self).seen.append(self.headers.get("Authorization"))
+        self.send_response(self.status)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def stub() -> Iterator[tuple[str, type[_Stub]]]:
+    handler = type("Handler", (_Stub,), {"seen": []})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_bad_credentials_are_one_line_naming_the_url_and_query(
+    stub: tuple[str, type[_Stub]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, handler = stub
+    handler.status, handler.body = 401, b"Unauthorized\n"
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    assert _import(url, "--attempts", "3", "--bearer-token-file", str(token), out=tmp_path / "h.jsonl") == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"tandem import prometheus: {url}: query 'max by (namespace, pod, container) (rate(")
+    assert err.endswith("': HTTP 401 Unauthorized (check --bearer-token-file / --basic-auth-file)\n")
+    assert handler.seen == ["Bearer s3cret"]  # a 4xx is not retried
+    assert not (tmp_path / "h.jsonl").exists()
+
+
+def test_a_server_error_is_retried_then_reported(
+    stub: tuple[str, type[_Stub]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, handler = stub
+    handler.status, handler.body = 503, b'{"status":"error","errorType":"unavailable","error":"overloaded"}'
+    auth = tmp_path / "auth"
+    auth.write_text("me:pw\n")
+    assert _import(url, "--attempts", "2", "--basic-auth-file", str(auth), out=tmp_path / "h.jsonl") == 1
+    err = capsys.readouterr().err
+    assert err.endswith("': HTTP 503 Service Unavailable: overloaded\n")
+    assert handler.seen == ["Basic bWU6cHc="] * 2
+    assert not (tmp_path / "h.jsonl").exists()
