@@ -49,7 +49,7 @@ fi
 export PATH="$PWD/$venv/bin:$PATH"
 
 if [ -n "${TANDEM_FAST:-}" ]; then
-  exec "$venv/bin/python" -m pytest -m "not kafka and not kube and not image and not oracle" "$@"
+  exec "$venv/bin/python" -m pytest -m "not kafka and not kube and not image and not oracle and not prometheus" "$@"
 fi
 started=$SECONDS
 
@@ -77,7 +77,8 @@ fi
 if [ -z "${TANDEM_NO_APT:-}" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   quiet "installing buildah" scripts/image.sh tools ||
     echo "scripts/test.sh: buildah could not be installed; the image tests will skip" >&2
-  # promtool (Debian's prometheus package) checks and tests the chart's alerts (test_monitoring.py).
+  # promtool (Debian's prometheus package) checks and tests the chart's alerts (test_monitoring.py);
+  # prometheus and promtool serve a generated history to tandem import prometheus (test_import_prometheus.py).
   if ! command -v promtool >/dev/null; then
     t0=$SECONDS
     if quiet "installing promtool" sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus'; then
