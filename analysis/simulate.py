@@ -27,7 +27,7 @@ import html
 import multiprocessing
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import MappingProxyType
@@ -35,6 +35,7 @@ from typing import IO, Any
 
 import orjson
 
+from analysis.outcomes import GIB, Demand, Outcome
 from analysis.report import build
 from analysis.upstream import UpstreamArm, is_upstream, simulate_upstream
 from scaling.engine import Engine, policy_event
@@ -49,7 +50,6 @@ from streams.runner import Progress, ReplayStats, _gc_paused, read_reduced
 
 __all__ = ["Demand", "Outcome", "derive_demand", "simulate", "table", "write_report"]
 
-GIB = 2**30
 _NONE: dict[str, int] = {}  # a container without requests or limits (read only)
 
 
@@ -61,53 +61,6 @@ def _pod_names(n: int) -> list[str]:
     while len(_POD_NAMES) < n:
         _POD_NAMES.append(f"sim-{len(_POD_NAMES)}")
     return _POD_NAMES[:n]
-
-
-@dataclass
-class Demand:
-    """One workload's recorded demand: its first spec and per-sample container totals."""
-
-    workload: WorkloadRef
-    replicas: int
-    requests: dict[str, dict[str, int]]  # container -> resource -> milli-units
-    limits: dict[str, dict[str, int]]
-    #: (ts, {container: (cpu cores, memory bytes)}) summed over the recorded pods
-    points: list[tuple[float, dict[str, tuple[float, float]]]] = field(default_factory=list)
-    #: recorded named-series samples, replayed unchanged: (ts, raw sample dicts)
-    series: list[tuple[float, list[dict[str, Any]]]] = field(default_factory=list)
-
-
-@dataclass
-class Outcome:
-    policy: str
-    workload: str
-    cpu_core_hours: float = 0.0
-    memory_gib_hours: float = 0.0
-    hours_over_requests: float = 0.0
-    hours_over_limits: float = 0.0
-    saturated_samples: int = 0
-    rolling_updates: int = 0
-    replica_changes: int = 0
-    decisions: int = 0
-    samples: int = 0
-    #: CPU demand the ready pods could not serve: above their CPU limits, or above their CPU
-    #: requests where a container has no limit (docs/evaluation.md)
-    cpu_shortfall_core_hours: float = 0.0
-    #: (pod, sample) pairs with a container's memory above its limit
-    oom_kills: int = 0
-    #: pods evicted by a VPA updater (tandem never evicts)
-    evictions: int = 0
-    #: pods re-created: evicted, or replaced by a rollout of new requests or limits
-    pod_restarts: int = 0
-    #: new pod specs (requests or limits) that pods were started with: a tandem rollout, a VPA target admitted
-    resizes: int = 0
-    #: (tick, replicas, {container: {resource: request milli}}) after each applied decision
-    timeline: list[tuple[float, int, dict[str, dict[str, int]]]] = field(default_factory=list)
-
-    def row(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("timeline")
-        return d
 
 
 def derive_demand(events: Sequence[tuple[float, int, Any, Any]]) -> dict[str, Demand]:

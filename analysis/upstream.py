@@ -26,8 +26,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from analysis.outcomes import GIB, Demand, Outcome
 from scaling.errors import InvalidPolicy
 from scaling.events import WorkloadRef
 from scaling.policies import policy_target
@@ -35,9 +36,6 @@ from scaling.recommend import hpa as hpa_rec
 from scaling.recommend import vpa as vpa_rec
 from scaling.settings import Settings
 from scaling.spelling import did_you_mean
-
-if TYPE_CHECKING:
-    from analysis.simulate import Demand, Outcome
 
 __all__ = [
     "HpaArm",
@@ -52,7 +50,6 @@ __all__ = [
     "updater_pass",
 ]
 
-GIB = 2**30
 HPA_KIND = ("HorizontalPodAutoscaler", "autoscaling/v2")
 VPA_KIND = ("VerticalPodAutoscaler", "autoscaling.k8s.io/v1")
 UPDATE_MODES = ("Off", "Initial", "Recreate", "Auto")
@@ -413,8 +410,6 @@ def simulate_upstream(
     ``delay``: a new or re-created pod's start-up time, during which it is requested (and paid
     for) but serves nothing.  The outcomes are those of :class:`analysis.simulate.Outcome`.
     """
-    from analysis.simulate import Outcome  # here: analysis.simulate imports this module
-
     ref = demand.workload
     out = Outcome(policy_name, ref.key)
     if not demand.points:
