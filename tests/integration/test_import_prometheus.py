@@ -3,6 +3,7 @@ whose TSDB holds a generated fleet of known usage (tests/prometheus_fleet.py).""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import http.server
 import json
@@ -252,3 +253,42 @@ def test_a_server_error_is_retried_then_reported(
     assert err.endswith("': HTTP 503 Service Unavailable: overloaded\n")
     assert handler.seen == ["Basic bWU6cHc="] * 2
     assert not (tmp_path / "h.jsonl").exists()
+
+
+def _read_partition(broker: str, topic: str) -> list[dict[str, Any]]:
+    async def go() -> list[dict[str, Any]]:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            tp = TopicPartition(topic, 0)
+            consumer.assign([tp])
+            await consumer.seek_to_beginning(tp)
+            end = (await consumer.end_offsets([tp]))[tp]
+            out: list[dict[str, Any]] = []
+            while await consumer.position(tp) < end:
+                batch = await consumer.getmany(tp, timeout_ms=1000)
+                out.extend(json.loads(r.value) for r in batch.get(tp, []) if r.value is not None)
+            return out
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(go())
+
+
+@pytest.mark.kafka
+def test_publish_writes_the_stream_to_the_input_topics_between_watermarks(
+    prometheus: str, kafka_broker: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "history.jsonl"
+    prefix = "imp31."
+    kafka = ["--broker", kafka_broker, "--topic-prefix", prefix, "--partitions", "1", "--retention-ms", "-1"]
+    assert _import(prometheus, "--publish", "--sync-period", "15", *kafka, out=out) == 0
+    assert "tandem import prometheus: published 142 message(s)" in capsys.readouterr().err
+    events = _read(out)
+    first = {"type": "watermark", "cluster": "c1", "ts": fleet.T0 - 15}
+    last = {"type": "watermark", "cluster": "c1", "ts": fleet.END}
+    for kind, topic in (("metric", "metrics"), ("workload", "workloads"), ("hpa", "hpa"), ("vpa", "vpa")):
+        records = _read_partition(kafka_broker, prefix + topic)
+        assert records == [first, *(e for e in events if e["type"] == kind), last], topic
