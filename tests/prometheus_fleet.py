@@ -34,6 +34,7 @@ class Pod:
     unready_until: int = 0
     cpu_reset_at: int | None = None  # the CPU counter restarts from 0 just after this sample
     oom_at: int | None = None  # a restart, last terminated OOMKilled, at this sample
+    gap: tuple[int, int] | None = None  # cAdvisor's samples strictly between the two are missing
 
 
 REQUESTS: dict[str, dict[str, float]] = {
@@ -70,7 +71,18 @@ PODS = (
         cpu_reset_at=T0 + 1200,
     ),
     Pod("shop", "db-1", "StatefulSet", "db", ("shop", "StatefulSet", "db"), ("postgres",), T0, END, oom_at=T0 + 1200),
-    Pod("other", "batch-77c-a", "ReplicaSet", "batch-77c", ("other", "Deployment", "batch"), ("app",), T0, END),
+    # its kubelet was not scraped for 3 minutes: cAdvisor's series have a gap, kube-state-metrics' do not
+    Pod(
+        "other",
+        "batch-77c-a",
+        "ReplicaSet",
+        "batch-77c",
+        ("other", "Deployment", "batch"),
+        ("app",),
+        T0,
+        END,
+        gap=(T0 + 1800, T0 + 1980),
+    ),
 )
 REPLICASETS = {("shop", "web-5d8f"): "web", ("other", "batch-77c"): "batch"}
 
@@ -90,6 +102,10 @@ def memory(pod: Pod, container: str, window_end: int) -> int:
     k = (window_end - T0) // STEP
     seed = sum(map(ord, pod.name + container))
     return (100 + (seed * 11 + k * 17) % 300) * MIB + seed
+
+
+def _in_gap(pod: Pod, s: int) -> bool:
+    return pod.gap is not None and pod.gap[0] < s < pod.gap[1]
 
 
 def _window_end(s: int) -> int:
@@ -123,9 +139,10 @@ def openmetrics(*, statefulset_replicas: bool = False) -> str:
                 if pod.cpu_reset_at is not None and s == pod.cpu_reset_at + SCRAPE:
                     counter = cpu_rate(pod, c, _window_end(s)) * SCRAPE
                 points.append((s, counter))
-            out.add("container_cpu_usage_seconds_total", labels, points)
+            scraped = [s for s in samples if not _in_gap(pod, s)]
+            out.add("container_cpu_usage_seconds_total", labels, [(s, v) for s, v in points if not _in_gap(pod, s)])
             out.add(
-                "container_memory_working_set_bytes", labels, [(s, memory(pod, c, _window_end(s))) for s in samples]
+                "container_memory_working_set_bytes", labels, [(s, memory(pod, c, _window_end(s))) for s in scraped]
             )
             for kind, table in (("requests", REQUESTS), ("limits", LIMITS)):
                 for res, v in table.get(c, {}).items():
@@ -197,10 +214,12 @@ def pods_at(t: int) -> list[Pod]:
     return [p for p in PODS if p.start <= t <= p.end]
 
 
-def truth(t: int, pod: Pod, container: str) -> dict[str, object]:
-    """The sample the import must give for ``pod``'s ``container`` at step ``t``."""
+def truth(t: int, pod: Pod, container: str) -> dict[str, object] | None:
+    """The sample the import must give for ``pod``'s ``container`` at step ``t`` (None: none)."""
+    if _in_gap(pod, t):  # no sample within the lookback delta
+        return None
     sample: dict[str, object] = {"pod": pod.name, "container": container}
-    if t - STEP >= pod.start:  # the rate needs the window's both ends
+    if t - STEP >= pod.start and not _in_gap(pod, t - STEP):  # the rate needs the window's both ends
         sample["cpu"] = cpu_rate(pod, container, t)
     sample["memory"] = memory(pod, container, t)
     if t < pod.unready_until:
