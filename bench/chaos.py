@@ -82,6 +82,10 @@ SCENARIOS: dict[str, tuple[str, str]] = {
         "8. the takeover of 6 beside two CPU hogs, the first half read while published",
         LOAD + "test_a_takeover_beside_cpu_hogs_decides_exactly_what_replay_decides",
     ),
+    "frozen-publisher": (
+        "9. scenario 8 with the publisher stopped for 3 s every 0.5-1 s",
+        LOAD + "test_a_publisher_frozen_for_longer_than_the_grace_mid_stream_changes_no_decision",
+    ),
 }
 
 HOG = "x = 0\nwhile True:\n    x = (x * 7 + 3) % 1000003\n"
