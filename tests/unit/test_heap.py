@@ -64,7 +64,7 @@ def test_the_scheduled_collection_frees_cyclic_garbage_of_the_oldest_generation(
     del a, b
     gc.collect(1)
     assert alive() is not None  # the young collections do not look at the oldest generation
-    assert policy.tick(policy._last + 60.0) is True
+    assert policy.tick(policy._last + policy.period()) is True
     assert alive() is None
 
 
@@ -107,7 +107,7 @@ def _cycle() -> tuple[_Node, weakref.ref[_Node]]:
 def test_survivors_are_frozen_and_a_later_cycle_is_found_by_the_next_collection(policy: HeapPolicy) -> None:
     policy.install()
     kept = _Node()
-    assert policy.tick(policy._last + 60.0) is True
+    assert policy.tick(policy._last + policy.period()) is True
     assert policy.complete is True  # the first scheduled collection walks everything
     # its survivors are frozen: in no generation, so no later collection walks them
     assert gc.get_freeze_count() > 0
@@ -118,7 +118,7 @@ def test_survivors_are_frozen_and_a_later_cycle_is_found_by_the_next_collection(
     del node
     gc.collect(1)
     assert alive() is not None
-    assert policy.tick(policy._last + 60.0) is True
+    assert policy.tick(policy._last + policy.period()) is True
     assert policy.complete is False
     assert alive() is None  # garbage made after the freeze: found without walking the frozen objects
 
@@ -126,13 +126,13 @@ def test_survivors_are_frozen_and_a_later_cycle_is_found_by_the_next_collection(
 def test_a_cycle_frozen_while_alive_is_freed_by_the_next_complete_collection(policy: HeapPolicy) -> None:
     policy.install()
     node, alive = _cycle()
-    assert policy.tick(policy._last + 60.0) is True  # complete, and the cycle frozen while referenced
+    assert policy.tick(policy._last + policy.period()) is True  # complete, and the cycle frozen while referenced
     del node
     for _ in range(COMPLETE_EVERY - 1):
-        assert policy.tick(policy._last + 60.0) is True
+        assert policy.tick(policy._last + policy.period()) is True
         assert policy.complete is False
         assert alive() is not None  # frozen: no partial collection walks it
-    assert policy.tick(policy._last + 60.0) is True
+    assert policy.tick(policy._last + policy.period()) is True
     assert policy.complete is True
     assert alive() is None
     assert policy.collections == COMPLETE_EVERY + 1
@@ -140,7 +140,7 @@ def test_a_cycle_frozen_while_alive_is_freed_by_the_next_complete_collection(pol
 
 def test_uninstalling_unfreezes(policy: HeapPolicy) -> None:
     policy.install()
-    assert policy.tick(policy._last + 60.0) is True
+    assert policy.tick(policy._last + policy.period()) is True
     assert gc.get_freeze_count() > 0
     policy.uninstall()
     assert gc.get_freeze_count() == 0
