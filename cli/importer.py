@@ -28,17 +28,18 @@ from typing import IO, Any, cast
 from cli.options import env
 from ops.errors import describe
 from scaling.errors import InvalidEvent
-from scaling.events import decode_event
+from scaling.events import Event, decode_event
 from scaling.vocabulary import EVENT_TYPES
 from streams.inputs import SettingsError, load_core_settings, load_yaml_file
 from streams.prometheus import (
     MAX_POINTS,
+    WINDOW_POINTS,
     Auth,
     Client,
+    ImportStats,
     PrometheusError,
     QuerySet,
-    build_events,
-    fetch_all,
+    import_history,
     load_queries,
 )
 from streams.settings import add_input_signing_options, add_kafka_options, kafka_settings
@@ -101,6 +102,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
         "--attempts", type=int, default=env("attempts", 4), help="tries of a request before giving up (default 4)"
     )
     q.add_argument("--max-points", type=int, default=MAX_POINTS, help=argparse.SUPPRESS)
+    q.add_argument(
+        "--window",
+        type=int,
+        default=env("window", WINDOW_POINTS),
+        help=f"steps read and turned into events at once: bounds the memory (default {WINDOW_POINTS})",
+    )
     q.add_argument("--config", default=env("config"), help="settings YAML file (the sync period of --publish)")
     q.add_argument(
         "--sync-period", type=float, default=env("sync_period"), help="tick period for --publish's watermarks"
@@ -153,23 +160,6 @@ def _queries(path: str | None) -> QuerySet:
         raise _Usage(f"--queries: {exc}") from None
 
 
-def write_events(path: str, events: list[dict[str, Any]]) -> None:
-    """JSON Lines into a temporary file next to ``path`` (gzip for ``.gz``), renamed into place."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            stream = cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="wb", mtime=0)) if path.endswith(".gz") else raw
-            for event in events:
-                stream.write(json.dumps(event, separators=(",", ":")).encode() + b"\n")
-            if stream is not raw:
-                stream.close()
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
@@ -183,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--end: before --start")
         if not args.cluster or "/" in args.cluster:
             raise ValueError(f"--cluster: {args.cluster!r} is not a cluster name")
-        for option in ("max_points", "parallel", "attempts"):
+        for option in ("max_points", "parallel", "attempts", "window"):
             if getattr(args, option) < 1:
                 raise ValueError(f"--{option.replace('_', '-')}: expected a count >= 1")
         auth = _auth(args)
@@ -202,73 +192,117 @@ def run(args: argparse.Namespace) -> int:
     client = Client(args.url, auth, attempts=args.attempts)
     tty = sys.stderr.isatty()
 
-    def progress(name: str) -> None:
+    def progress(done: int, total: int) -> None:
         if tty:
-            sys.stderr.write(f"\r{_PROG}: querying {name:<24}")
+            sys.stderr.write(f"\r{_PROG}: {done}/{total} window(s) of {args.window} step(s)")
             sys.stderr.flush()
 
+    stats = ImportStats()
+    counts = dict.fromkeys(EVENT_TYPES, 0)
+    workloads: set[tuple[str, str, str]] = set()
+    metric_steps = 0
+    keep: list[Line] = []  # for --publish or stdout; --out is written as the windows come
+    sink = _Sink(args.out) if args.out and args.out != "-" else None
     try:
-        fetched = fetch_all(
-            client, queries, start_ms, end_ms, step_ms, args.namespace,
-            max_points=args.max_points, parallel=args.parallel, progress=progress,
-        )  # fmt: skip
+        for window in import_history(
+            client, queries, args.cluster, start_ms, end_ms, step_ms, args.namespace, stats=stats,
+            max_points=args.max_points, parallel=args.parallel, window_points=args.window, progress=progress,
+        ):  # fmt: skip
+            for raw in window:
+                try:
+                    event = decode_event(raw)
+                except InvalidEvent as exc:
+                    print(
+                        f"{_PROG}: warning: a {raw['type']} event of {raw['workload']} left out: {exc}", file=sys.stderr
+                    )
+                    continue
+                counts[raw["type"]] += 1
+                w = raw["workload"]
+                workloads.add((w["namespace"], w["kind"], w["name"]))
+                metric_steps += raw["type"] == "metric"
+                if sink is not None:
+                    sink.write(raw)
+                if sink is None or args.publish:
+                    keep.append((raw["ts"], len(keep), ("prometheus", len(keep) + 1, raw), event))
     except PrometheusError as exc:
-        if tty:
-            sys.stderr.write("\n")
-        print(f"{_PROG}: {exc}", file=sys.stderr)
+        if sink is not None:
+            sink.discard()
+        print(("\n" if tty else "") + f"{_PROG}: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        if sink is not None:
+            sink.discard()
+        print(f"{_PROG}: --out: {args.out}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     if tty:
         sys.stderr.write("\r" + " " * 60 + "\r")
-    for warning in fetched.warnings:
+    for warning in stats.warnings:
         print(f"{_PROG}: warning: {warning}", file=sys.stderr)
-    raw_events = build_events(fetched, queries, args.cluster, start_ms, end_ms, step_ms)
-    lines: list[tuple[float, int, Any, Any]] = []
-    for i, raw in enumerate(raw_events):
-        try:
-            lines.append((raw["ts"], i, ("prometheus", i + 1, raw), decode_event(raw)))
-        except InvalidEvent as exc:
-            print(f"{_PROG}: warning: a {raw['type']} event of {raw['workload']} left out: {exc}", file=sys.stderr)
-    events = [line[2][2] for line in lines]
-
     if args.publish:
-        code = _publish(args, lines)
+        code = _publish(args, keep)
         if code:
+            if sink is not None:
+                sink.discard()
             return code
-    if args.out and args.out != "-":
+    if sink is not None:
         try:
-            write_events(args.out, events)
+            sink.commit()
         except OSError as exc:
+            sink.discard()
             print(f"{_PROG}: --out: {args.out}: {exc.strerror or exc}", file=sys.stderr)
             return 1
     elif not args.publish:
-        out = sys.stdout
-        for event in events:
-            out.write(json.dumps(event, separators=(",", ":")) + "\n")
-        out.flush()
+        for line in keep:
+            sys.stdout.write(json.dumps(line[2][2], separators=(",", ":")) + "\n")
+        sys.stdout.flush()
 
-    counts = {t: 0 for t in EVENT_TYPES}
-    workloads = set()
-    for event in events:
-        counts[event["type"]] += 1
-        w = event["workload"]
-        workloads.add((w["namespace"], w["kind"], w["name"]))
     by_type = ", ".join(f"{counts[t]} {t}" for t in EVENT_TYPES if counts[t]) or "none"
     steps = (end_ms - start_ms) // step_ms + 1
-    with_metrics = {
-        (e["ts"], e["workload"]["namespace"], e["workload"]["name"]) for e in events if e["type"] == "metric"
-    }
-    gaps = len(workloads) * steps - len(with_metrics)
-    series = sum(len(found) for found in fetched.series.values())
+    gaps = len(workloads) * steps - metric_steps
+    total = sum(counts.values())
     print(
-        f"{_PROG}: {series} series, {fetched.samples} samples in {fetched.requests} request(s); "
-        f"{len(events)} event(s) ({by_type}) for {len(workloads)} workload(s) over {steps} step(s) "
+        f"{_PROG}: {len(stats.series)} series, {stats.samples} samples in {stats.requests} request(s); "
+        f"{total} event(s) ({by_type}) for {len(workloads)} workload(s) over {steps} step(s) "
         f"of {step:g} s, {gaps} workload-step(s) without metrics; {time.monotonic() - started:.1f} s",
         file=sys.stderr,
     )
     return 0
 
 
-def _publish(args: argparse.Namespace, lines: list[tuple[float, int, Any, Any]]) -> int:
+#: One event as :func:`streams.publish.messages` takes it: ``(ts, seq, (source, line, raw), event)``.
+Line = tuple[float, int, Any, Event]
+
+
+class _Sink:
+    """JSON Lines into a temporary file next to ``path`` (gzip for ``.gz``), renamed into place by
+    :meth:`commit`: a failed import leaves no file, and an earlier one in place."""
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        self.tmp = Path(tmp)
+        self.raw = os.fdopen(fd, "wb")
+        self.stream: IO[bytes] = (
+            cast(IO[bytes], gzip.GzipFile(fileobj=self.raw, mode="wb", mtime=0)) if path.endswith(".gz") else self.raw
+        )
+
+    def write(self, event: dict[str, Any]) -> None:
+        self.stream.write(json.dumps(event, separators=(",", ":")).encode() + b"\n")
+
+    def commit(self) -> None:
+        if self.stream is not self.raw:
+            self.stream.close()
+        self.raw.close()
+        os.replace(self.tmp, self.path)
+
+    def discard(self) -> None:
+        try:
+            self.raw.close()
+        finally:
+            self.tmp.unlink(missing_ok=True)
+
+
+def _publish(args: argparse.Namespace, lines: list[Line]) -> int:
     from streams.publish import messages, publish, warn_retention
     from streams.topics import TopicMismatch, ensure_topics, list_topics
 

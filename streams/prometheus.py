@@ -24,12 +24,13 @@ import base64
 import json
 import math
 import ssl
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from string import Template
@@ -42,12 +43,15 @@ __all__ = [
     "DEFAULT_QUERIES",
     "MAX_POINTS",
     "Auth",
+    "BuildState",
     "Client",
     "Fetched",
+    "ImportStats",
     "PrometheusError",
     "QuerySet",
     "build_events",
     "fetch_all",
+    "import_history",
     "load_queries",
 ]
 
@@ -201,6 +205,7 @@ class Client:
         self.backoff = backoff
         self.sleep = sleep
         self.requests = 0
+        self._lock = threading.Lock()
         self.context = ssl.create_default_context(cafile=self.auth.ca_file) if self.auth.ca_file else None
 
     def _fail(self, query: str, why: str) -> PrometheusError:
@@ -228,7 +233,8 @@ class Client:
             request.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
         delay = self.backoff
         for attempt in range(1, self.attempts + 1):
-            self.requests += 1
+            with self._lock:
+                self.requests += 1
             try:
                 with urllib.request.urlopen(request, timeout=self.timeout, context=self.context) as response:
                     body = response.read()
@@ -333,42 +339,132 @@ def fetch_all(
     *,
     max_points: int = MAX_POINTS,
     parallel: int = 4,
-    progress: Callable[[str], None] | None = None,
 ) -> Fetched:
+    """Every query over ``[start, end]``, ``parallel`` at a time.  The first failing query, in the
+    order of ``queries``, is the error raised, whichever finished first."""
     ns = list(namespaces)
-    series: dict[str, list[Series]] = {}
-    warnings = []
-    for name in queries.queries:
-        text = queries.expand(name, ns, step_ms / 1000)
-        if progress is not None:
-            progress(name)
-        series[name] = client.query(text, start_ms, end_ms, step_ms, max_points=max_points, parallel=parallel)
-        if not series[name] and name in _WARN_IF_EMPTY:
-            warnings.append(f"no series for {name} ({text}): {_WARN_IF_EMPTY[name]}")
+    names = list(queries.queries)
+    texts = {name: queries.expand(name, ns, step_ms / 1000) for name in names}
+
+    failed = threading.Event()  # once one query failed, those not started yet are not sent
+
+    def one(name: str) -> list[Series] | None:
+        if failed.is_set():
+            return None
+        try:
+            return client.query(texts[name], start_ms, end_ms, step_ms, max_points=max_points, parallel=1)
+        except PrometheusError:
+            failed.set()
+            raise
+
+    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(names)))) as pool:
+        futures = [pool.submit(one, name) for name in names]
+    for future in futures:  # the first error in query order
+        if future.exception() is not None:
+            raise future.exception()  # type: ignore[misc]
+    results = [future.result() or [] for future in futures]
+    series = dict(zip(names, results, strict=True))
+    warnings = [
+        f"no series for {name} ({texts[name]}): {_WARN_IF_EMPTY[name]}"
+        for name in names
+        if not series[name] and name in _WARN_IF_EMPTY
+    ]
     return Fetched(series, warnings, client.requests)
+
+
+#: Steps per window of :func:`import_history`: a day at one-minute steps.  Everything of one window
+#: is in memory at once (a month of a thousand pods is not); its events are handed on before the next.
+WINDOW_POINTS = 1440
+
+
+@dataclass
+class ImportStats:
+    series: set[tuple[str, tuple[tuple[str, str], ...]]] = field(default_factory=set)
+    samples: int = 0
+    requests: int = 0
+    windows: int = 0
+    #: queries that answered no series in any window (see ``_WARN_IF_EMPTY``)
+    warnings: list[str] = field(default_factory=list)
+
+
+def import_history(
+    client: Client,
+    queries: QuerySet,
+    cluster: str,
+    start_ms: int,
+    end_ms: int,
+    step_ms: int,
+    namespaces: Iterable[str] = (),
+    *,
+    stats: ImportStats,
+    max_points: int = MAX_POINTS,
+    parallel: int = 4,
+    window_points: int = WINDOW_POINTS,
+    progress: Callable[[int, int], None] | None = None,
+) -> Iterator[list[dict[str, Any]]]:
+    """The events of ``[start, end]``, window by window (``window_points`` steps, at most
+    ``max_points``), in event-time order; ``stats`` is filled as it goes, its warnings at the end."""
+    ns = list(namespaces)
+    state = BuildState()
+    windows = _parts(start_ms, end_ms, step_ms, max(1, min(window_points, max_points)))
+    empty: dict[str, str] | None = None
+    for i, (w_start, w_end) in enumerate(windows):
+        if progress is not None:
+            progress(i, len(windows))
+        fetched = fetch_all(client, queries, w_start, w_end, step_ms, ns, max_points=max_points, parallel=parallel)
+        stats.windows += 1
+        stats.samples += fetched.samples
+        stats.requests = client.requests
+        for name, found in fetched.series.items():
+            stats.series.update((name, tuple(sorted(labels.items()))) for labels, _ in found)
+        warned = {w.split(" ", 4)[3]: w for w in fetched.warnings}  # "no series for NAME (...)"
+        empty = warned if empty is None else {k: v for k, v in empty.items() if k in warned}
+        yield build_events(fetched, queries, cluster, w_start, w_end, step_ms, state)
+    if progress is not None:
+        progress(len(windows), len(windows))
+    stats.warnings = list((empty or {}).values())
 
 
 def _num(value: float) -> int | float:
     return int(value) if value.is_integer() else value
 
 
+@dataclass
+class BuildState:
+    """What one window of the range hands to the next: who owns what (a fact about an object, not
+    a time series, kept from every window so far) and the last event of each kind per workload (an
+    event is sent only when its content changed, across windows too)."""
+
+    rs_owner: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    owner: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    hpa_target: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    last: dict[tuple[str, tuple[str, str, str]], Any] = field(default_factory=dict)
+
+
 def build_events(
-    fetched: Fetched, queries: QuerySet, cluster: str, start_ms: int, end_ms: int, step_ms: int
+    fetched: Fetched,
+    queries: QuerySet,
+    cluster: str,
+    start_ms: int,
+    end_ms: int,
+    step_ms: int,
+    state: BuildState | None = None,
 ) -> list[dict[str, Any]]:
-    """The contract events of ``fetched``, in event-time order (at one ``ts``: workloads, hpa, vpa,
-    then metrics, each by workload key)."""
+    """The contract events of ``fetched`` (the series of the steps ``start..end``), in event-time
+    order (at one ``ts``: workloads, hpa, vpa, then metrics, each by workload key).  ``state``
+    carries what an earlier window of the same import knew (:class:`BuildState`)."""
+    state = state if state is not None else BuildState()
     lb = queries.labels
     s = fetched.series
     ns_l, pod_l, ctr_l, res_l = lb["namespace"], lb["pod"], lb["container"], lb["resource"]
 
-    # ownership is a fact about an object, not a time series: the union over the range
-    rs_owner: dict[tuple[str, str], tuple[str, str]] = {}
+    rs_owner = state.rs_owner
     for labels, _ in s.get("replicaset_owner", []):
         rs_owner[(labels.get(ns_l, ""), labels.get(lb["replicaset"], ""))] = (
             labels.get(lb["owner_kind"], ""),
             labels.get(lb["owner_name"], ""),
         )
-    owner: dict[tuple[str, str], tuple[str, str]] = {}
+    owner = state.owner
     alive: dict[tuple[str, str], set[int]] = defaultdict(set)  # (ns, pod) -> steps with an owner series
     for labels, points in s.get("pod_owner", []):
         ns, pod = labels.get(ns_l, ""), labels.get(pod_l, "")
@@ -419,14 +515,19 @@ def build_events(
 
     # a pod is in its workload at a step where it has an owner series or a usage sample
     pods_at: dict[int, dict[tuple[str, str, str], list[str]]] = defaultdict(lambda: defaultdict(list))
-    for (ns, pod), (kind, name) in owner.items():
-        steps = set(alive[(ns, pod)])
-        for source in (cpu, mem):
-            steps.update(t for t, found in source.items() if (ns, pod) in found)
+    present: dict[int, set[tuple[str, str]]] = defaultdict(set)
+    for pod_key, steps in alive.items():
         for t in steps:
+            present[t].add(pod_key)
+    for source in (cpu, mem):
+        for t, found in source.items():
+            present[t].update(k for k in found if k in owner)
+    for t, keys in present.items():
+        for ns, pod in keys:
+            kind, name = owner[(ns, pod)]
             pods_at[t][(ns, kind, name)].append(pod)
 
-    hpa_target: dict[tuple[str, str], tuple[str, str]] = {}
+    hpa_target = state.hpa_target
     for labels, _ in s.get("hpa_info", []):
         hpa_target[(labels.get(ns_l, ""), labels.get(lb["hpa"], ""))] = (
             labels.get(lb["hpa_target_kind"], ""),
@@ -457,7 +558,7 @@ def build_events(
         return {"cluster": cluster, "namespace": ns, "kind": kind, "name": name}
 
     events: list[dict[str, Any]] = []
-    last: dict[tuple[str, tuple[str, str, str]], Any] = {}
+    last = state.last
 
     def changed(kind: str, key: tuple[str, str, str], content: Any) -> bool:
         if last.get((kind, key)) == content:

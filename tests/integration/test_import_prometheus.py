@@ -144,6 +144,12 @@ def test_range_queries_split_under_the_point_limit_give_the_same_stream(
     assert _import(prometheus, "--max-points", "7", "--parallel", "2", out=split) == 0
     assert " in 102 request(s);" in capsys.readouterr().err
     assert split.read_bytes() == whole.read_bytes()
+    # read a window of 10 steps at a time (5 windows): what one window hands the next (owners, the
+    # last workload and hpa events) keeps the stream the same
+    windowed = tmp_path / "windowed.jsonl"
+    assert _import(prometheus, "--window", "10", out=windowed) == 0
+    assert " in 85 request(s);" in capsys.readouterr().err
+    assert windowed.read_bytes() == whole.read_bytes()
 
 
 def test_namespace_keeps_only_that_namespace(
@@ -238,7 +244,10 @@ def test_bad_credentials_are_one_line_naming_the_url_and_query(
     handler.status, handler.body = 401, b"Unauthorized\n"
     token = tmp_path / "token"
     token.write_text("s3cret\n")
-    assert _import(url, "--attempts", "3", "--bearer-token-file", str(token), out=tmp_path / "h.jsonl") == 1
+    assert (
+        _import(url, "--attempts", "3", "--parallel", "1", "--bearer-token-file", str(token), out=tmp_path / "h.jsonl")
+        == 1
+    )
     err = capsys.readouterr().err
     assert err.startswith(f"tandem import prometheus: {url}: query 'max by (namespace, pod, container) (rate(")
     assert err.endswith("': HTTP 401 Unauthorized (check --bearer-token-file / --basic-auth-file)\n")
@@ -253,7 +262,10 @@ def test_a_server_error_is_retried_then_reported(
     handler.status, handler.body = 503, b'{"status":"error","errorType":"unavailable","error":"overloaded"}'
     auth = tmp_path / "auth"
     auth.write_text("me:pw\n")
-    assert _import(url, "--attempts", "2", "--basic-auth-file", str(auth), out=tmp_path / "h.jsonl") == 1
+    assert (
+        _import(url, "--attempts", "2", "--parallel", "1", "--basic-auth-file", str(auth), out=tmp_path / "h.jsonl")
+        == 1
+    )
     err = capsys.readouterr().err
     assert err.endswith("': HTTP 503 Service Unavailable: overloaded\n")
     assert handler.seen == ["Basic bWU6cHc="] * 2
