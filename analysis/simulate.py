@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import gc
 import html
+import io
 import multiprocessing
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -619,14 +620,18 @@ def write_report(
         stream = out / name / "stream.jsonl"
         stream.parent.mkdir(parents=True, exist_ok=True)
         stream.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
+        docs = load_manifests(path)
+        upstream = any(is_upstream(d) for d in docs)
         build(
             [str(stream)],
             out / name,
             settings=settings,
-            policies=[d for d in load_manifests(path) if not is_upstream(d)],
+            policies=[] if upstream else docs,
             png="none",
             title=f"tandem simulate: {name}",
-            err=err,
+            # An upstream file's stream has no tandem policy to replay: the report's warning
+            # that no decision can be made is expected there, not news.
+            err=io.StringIO() if upstream else err,
         )
     rows = "".join(
         "<tr>"

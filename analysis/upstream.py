@@ -32,6 +32,7 @@ from analysis.outcomes import GIB, Demand, Outcome
 from scaling.errors import InvalidPolicy
 from scaling.events import WorkloadRef
 from scaling.policies import policy_target
+from scaling.quantity import format_quantity
 from scaling.recommend import hpa as hpa_rec
 from scaling.recommend import vpa as vpa_rec
 from scaling.settings import Settings
@@ -55,7 +56,8 @@ VPA_KIND = ("VerticalPodAutoscaler", "autoscaling.k8s.io/v1")
 UPDATE_MODES = ("Off", "Initial", "Recreate", "Auto")
 
 # The VPA updater's flags and constants, upstream defaults (kubernetes/autoscaler
-# vertical-pod-autoscaler/pkg/updater/main.go and docs/flags.md, "What are the parameters to VPA updater?").
+# vertical-pod-autoscaler/pkg/updater/main.go; "Vertical Pod Autoscaler Flags", "What are the
+# parameters to VPA updater?": https://github.com/kubernetes/autoscaler/blob/master/vertical-pod-autoscaler/docs/flags.md).
 #: ``--updater-interval``: how often the updater runs.
 UPDATER_INTERVAL = 60.0
 #: ``--min-replicas``: no eviction while a workload has fewer live pods (``updatePolicy.minReplicas`` overrides).
@@ -568,6 +570,24 @@ def simulate_upstream(
                 pods.extend(start(ts) for _ in evict)  # the ReplicaSet re-creates them, admitted
         if _changed_timeline(out, replicas, pods):
             out.timeline.append((ts, replicas, _mean_requests(pods)))
+            if record is not None:  # the spec for the report: the pods' mean requests, the template's limits
+                record.append(
+                    {
+                        "type": "workload",
+                        "ts": ts,
+                        "workload": ref.as_dict(),
+                        "replicas": replicas,
+                        "containers": {
+                            c: {
+                                "requests": {r: format_quantity(r, v) for r, v in sorted(res.items())},
+                                "limits": {
+                                    r: format_quantity(r, v) for r, v in sorted(demand.limits.get(c, {}).items())
+                                },
+                            }
+                            for c, res in sorted(out.timeline[-1][2].items())
+                        },
+                    }
+                )
         # The rates until the next sample: every pod's requests are paid for, started or not.
         cpu_rate = sum(r.get("cpu", 0) for p in pods for r in p.requests.values()) / 1000
         mem_rate = sum(r.get("memory", 0) for p in pods for r in p.requests.values()) / 1000 / GIB
