@@ -317,6 +317,11 @@ def _publish(args: argparse.Namespace, lines: list[Line]) -> int:
         print(f"{_PROG}: no input signing key for cluster {args.cluster}", file=sys.stderr)
         return 2
     plan = messages(settings.prefix, [], lines, lines[0][0] if lines else 0.0)
+    print(
+        f"{_PROG}: warning: a worker decides every past tick of this history and sends those decisions to "
+        f"{settings.prefix}actuator; publish history only where no applier reads (docs/import.md)",
+        file=sys.stderr,
+    )
 
     async def go() -> int:
         await ensure_topics(settings)
