@@ -283,7 +283,9 @@ class _Sink:
         self.tmp = Path(tmp)
         self.raw = os.fdopen(fd, "wb")
         self.stream: IO[bytes] = (
-            cast(IO[bytes], gzip.GzipFile(fileobj=self.raw, mode="wb", mtime=0)) if path.endswith(".gz") else self.raw
+            cast(IO[bytes], gzip.GzipFile(fileobj=self.raw, mode="wb", compresslevel=6, mtime=0))
+            if path.endswith(".gz")
+            else self.raw
         )
 
     def write(self, event: dict[str, Any]) -> None:

@@ -569,21 +569,24 @@ def build_events(
     for t in range(start_ms, end_ms + 1, step_ms):
         ts = t / 1000
         here = pods_at.get(t, {})
+        # this step's slices, looked up once (a month of a thousand pods is 40 million pod-steps)
+        cpu_t, mem_t, oom_t = cpu.get(t, {}), mem.get(t, {}), oom.get(t, {})
+        ready_t, requests_t, limits_t = ready.get(t, {}), requests.get(t, {}), limits.get(t, {})
         workloads = sorted(set(here) | set(replicas.get(t, {})))
         for key in workloads:
             pods = sorted(here.get(key, []))
             ns = key[0]
             containers: dict[str, dict[str, dict[str, int | float]]] = {}
             for pod in pods:
-                for table, part in ((requests, "requests"), (limits, "limits")):
-                    for ctr, res in sorted(table.get(t, {}).get((ns, pod), {}).items()):
+                for table, part in ((requests_t, "requests"), (limits_t, "limits")):
+                    for ctr, res in sorted(table.get((ns, pod), {}).items()):
                         entry = containers.setdefault(ctr, {})
                         if part not in entry:
                             entry[part] = {r: _num(v) for r, v in sorted(res.items())}
             count = replicas.get(t, {}).get(key, len(pods))
             body: dict[str, Any] = {"replicas": count, "containers": containers}
             if has_ready:
-                flags = [ready.get(t, {}).get((ns, p), False) for p in pods]
+                flags = [ready_t.get((ns, p), False) for p in pods]
                 body["ready_replicas"] = sum(flags)
                 body["pods"] = [
                     {"name": p, "ready": f, "phase": "Running", "started": None}
@@ -611,16 +614,17 @@ def build_events(
             ns = key[0]
             samples: list[dict[str, Any]] = []
             for pod in sorted(here[key]):
-                c = cpu.get(t, {}).get((ns, pod), {})
-                m = mem.get(t, {}).get((ns, pod), {})
-                o = oom.get(t, {}).get((ns, pod), {})
-                for ctr in sorted(set(c) | set(m)):
+                c = cpu_t.get((ns, pod), {})
+                m = mem_t.get((ns, pod), {})
+                o = oom_t.get((ns, pod), {})
+                unready = has_ready and not ready_t.get((ns, pod), False)
+                for ctr in sorted(c.keys() | m.keys()):
                     sample: dict[str, Any] = {"pod": pod, "container": ctr}
                     if ctr in c:
                         sample["cpu"] = c[ctr]
                     if ctr in m:
                         sample["memory"] = _num(m[ctr])
-                    if has_ready and not ready.get(t, {}).get((ns, pod), False):
+                    if unready:
                         sample["ready"] = False
                     if o.get(ctr, 0) > 0:
                         sample["oom"] = True
