@@ -285,16 +285,25 @@ class _Priority:
     diff: float
 
 
-def _priority(pod: PodSim, recs: Mapping[str, vpa_rec.Recommendation]) -> _Priority:
+def _priority(pod: PodSim, recs: Mapping[str, vpa_rec.Recommendation], vpa: VpaArm) -> _Priority:
     """kubernetes/autoscaler vertical-pod-autoscaler/pkg/updater/priority/priority_processor.go
-    (defaultPriorityProcessor.GetUpdatePriority): per recommended resource, a request below the
-    lower bound or above the upper bound (or absent) is outside the recommended range; a target
-    above the request is a scale-up; ``ResourceDiff`` sums |total request - total target| /
-    total request over the resources (milli-values)."""
+    (defaultPriorityProcessor.GetUpdatePriority): for each of the pod's containers with a
+    recommendation, per recommended resource, a request below the lower bound or above the upper
+    bound (or absent) is outside the recommended range; a target above the request is a
+    scale-up; ``ResourceDiff`` sums |total request - total target| / total request over the
+    resources (milli-values).  The recommendation is first processed for this pod as the
+    updater's ``recommendationProcessor.Apply`` does: capped to the pod's limits under
+    ``RequestsOnly`` (pkg/utils/vpa/capping.go)."""
     outside = scale_up = False
     req_total: dict[str, int] = {}
     rec_total: dict[str, int] = {}
-    for c, rec in recs.items():
+    for c in sorted(set(pod.requests) | set(pod.limits)):
+        raw = recs.get(c)
+        if raw is None:
+            continue
+        policy = vpa.policies.get(c) or vpa.policies.get("*")
+        limits = {r: (v if r == "cpu" else v // 1000) for r, v in pod.limits.get(c, {}).items()}
+        rec, _ = vpa_rec.cap_to_container_limits(raw, limits, policy)
         for r, target in rec.target.items():
             scale = 1 if r == "cpu" else 1000  # the recommendation's millicores or bytes, in milli-units
             target *= scale
@@ -344,7 +353,7 @@ def updater_pass(
         return []
     candidates: list[tuple[_Priority, int, PodSim]] = []
     for i, pod in enumerate(pods):
-        prio = _priority(pod, recs)
+        prio = _priority(pod, recs, vpa)
         young = now < pod.created + POD_LIFETIME_UPDATE_THRESHOLD
         if not prio.outside and not pod.quick_oom and (young or prio.diff < MIN_CHANGE_PRIORITY):
             continue

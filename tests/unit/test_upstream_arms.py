@@ -69,6 +69,17 @@ def test_updater_never_evicts_below_the_minimum_replicas() -> None:
     assert [p.name for p in updater_pass(pods(2), 2, rec(800, 700, 1000), AUTO, T0 + 60)] == ["p0"]
 
 
+def test_updater_reads_the_bounds_capped_to_the_pods_limit_under_requests_only() -> None:
+    # A request of 1000m at its 1000m limit, bounds [1200m, 2000m]: outside them, unless
+    # RequestsOnly caps the recommendation to the limit first (target = bounds = 1000m): then
+    # the pod is inside, with no change to make, and stays.
+    at_limit = [PodSim(f"p{i}", {"web": {"cpu": 1000}}, {"web": {"cpu": 1000}}, T0, T0) for i in range(4)]
+    recs = rec(1500, 1200, 2000)
+    assert len(updater_pass(at_limit, 4, recs, AUTO, T0 + 13 * 3600)) == 2
+    only = VpaArm("web", "Auto", {"*": vpa_rec.ContainerPolicy(controlled_values="RequestsOnly")})
+    assert updater_pass(at_limit, 4, recs, only, T0 + 13 * 3600) == []
+
+
 def test_updater_evicts_nothing_in_modes_off_and_initial() -> None:
     for mode in ("Off", "Initial"):
         assert updater_pass(pods(4), 4, rec(800, 700, 1000), VpaArm("web", mode, {}), T0 + 60) == []
