@@ -83,6 +83,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
     p = sub.add_parser(NAME, help=HELP, description="import a cluster's history as contract events")
     sources = p.add_subparsers(dest="source", required=True, help="where the history comes from")
     q = sources.add_parser("prometheus", help="a Prometheus HTTP API (or Thanos, Mimir, VictoriaMetrics)")
+    # `--start -28d`: argparse takes a value that starts with a dash for an option unless it looks
+    # like a negative number; a duration before now is one here (no option of this command looks so).
+    q._negative_number_matcher = re.compile(r"^-\d[\d.smhdw]*$")
     q.add_argument("url", help="the server's base URL, e.g. http://prometheus:9090")
     q.add_argument("--start", required=True, help="RFC 3339 time, or a duration before now (-28d)")
     q.add_argument(

@@ -56,3 +56,12 @@ def test_the_queries_file_overrides_by_name_and_refuses_an_unknown_one() -> None
         load_queries({"labels": {"podd": "x"}}, "q.yaml")
     with pytest.raises(ValueError, match=r"^q.yaml: field 'query': unknown field \(did you mean queries\?\)$"):
         load_queries({"query": {}}, "q.yaml")
+
+
+def test_a_duration_before_now_is_a_value_not_an_option() -> None:
+    from cli.main import build_parser
+
+    args = build_parser().parse_args(
+        ["import", "prometheus", "http://p:9090", "--start", "-28d", "--end", "-1h30m", "--cluster", "c"]
+    )
+    assert (args.start, args.end, args.cluster) == ("-28d", "-1h30m", "c")
