@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from analysis.outcomes import GIB, Demand, Outcome
@@ -233,9 +233,27 @@ class PodSim:
     ready_at: float
     #: an OOM kill within ``EVICT_AFTER_OOM_THRESHOLD`` of its start (the updater's "quick OOM")
     quick_oom: bool = False
+    #: what the HPA reads of the pod, made once per readiness state (the pod's spec never changes)
+    _info: tuple[bool, hpa_rec.PodInfo] | None = field(default=None, repr=False, compare=False)
+    _hpa_requests: dict[str, dict[str, int]] | None = field(default=None, repr=False, compare=False)
 
     def ready(self, ts: float) -> bool:
         return self.ready_at <= ts
+
+    def info(self, ts: float) -> hpa_rec.PodInfo:
+        """The pod as the HPA's ``groupPods`` sees it at ``ts``."""
+        ready = self.ready_at <= ts
+        cached = self._info
+        if cached is None or cached[0] != ready:
+            since = self.ready_at if ready else None
+            cached = self._info = (ready, hpa_rec.PodInfo(self.name, ready, "Running", self.created, since))
+        return cached[1]
+
+    def hpa_requests(self) -> dict[str, dict[str, int]]:
+        """The pod's requests in the HPA's units (cpu millicores, memory bytes)."""
+        if self._hpa_requests is None:
+            self._hpa_requests = _hpa_units(self.requests)
+        return self._hpa_requests
 
 
 def admit(
@@ -391,13 +409,11 @@ def hpa_inputs(
     (pkg/controller/podautoscaler/metrics/utilization.go GetResourceUtilizationRatio, fed by
     replica_calculator.go calculatePodRequests), so a pod the VPA re-admitted with twice the
     request reports half the utilization for the same usage."""
-    infos = tuple(
-        hpa_rec.PodInfo(p.name, p.ready(ts), "Running", p.created, p.ready_at if p.ready(ts) else None) for p in pods
-    )
+    infos = tuple([p.info(ts) for p in pods])
     inputs = hpa_rec.MetricInputs(
         pod_usage=usage,
         container_requests=template_requests,
-        pod_requests={p.name: _hpa_units(p.requests) for p in pods},
+        pod_requests={p.name: p.hpa_requests() for p in pods},
         sample_ts={p.name: ts for p in pods if p.ready(ts)},
     )
     return infos, inputs
@@ -462,6 +478,7 @@ def simulate_upstream(
             admitted = (req, lim)
         return new_pod(req, lim, ts, ts + delay)
 
+    changed = True  # whether the pods changed at this sample (the timeline, the rates)
     for ts, totals in demand.points:
         if ts > cursor:
             hours = (ts - cursor) / 3600
@@ -567,6 +584,7 @@ def simulate_upstream(
                     gone = {p.name for p in order[: replicas - desired]}
                     pods = [p for p in pods if p.name not in gone]
                 replicas = desired
+                changed = True
         if vpa is not None and (last_updater is None or ts - last_updater >= UPDATER_INTERVAL):
             last_updater = ts
             evict = updater_pass(pods, replicas, recs, vpa, ts)
@@ -577,7 +595,8 @@ def simulate_upstream(
                 out.pod_restarts += len(evict)
                 out.decisions += 1
                 pods.extend(start(ts) for _ in evict)  # the ReplicaSet re-creates them, admitted
-        if _changed_timeline(out, replicas, pods):
+                changed = True
+        if changed and _changed_timeline(out, replicas, pods):
             out.timeline.append((ts, replicas, _mean_requests(pods)))
             if record is not None:  # the spec for the report: the pods' mean requests, the template's limits
                 record.append(
@@ -597,9 +616,11 @@ def simulate_upstream(
                         },
                     }
                 )
-        # The rates until the next sample: every pod's requests are paid for, started or not.
-        cpu_rate = sum(r.get("cpu", 0) for p in pods for r in p.requests.values()) / 1000
-        mem_rate = sum(r.get("memory", 0) for p in pods for r in p.requests.values()) / 1000 / GIB
+        if changed:
+            # The rates until the pods change: every pod's requests are paid for, started or not.
+            cpu_rate = sum(r.get("cpu", 0) for p in pods for r in p.requests.values()) / 1000
+            mem_rate = sum(r.get("memory", 0) for p in pods for r in p.requests.values()) / 1000 / GIB
+            changed = False
         short_rate = short
         if hpa is not None and replicas >= hpa.max_replicas:
             capacity = sum(r.get("cpu", 0) for p in ready for r in p.requests.values()) / 1000
