@@ -523,19 +523,6 @@ def simulate_upstream(
                 by_container.setdefault(c, []).append((p.name, per_cpu, per_mem, oom))
                 v = math.ceil(per_cpu * 1000 - 1e-6)
                 usage.setdefault(p.name, {})[c] = {"cpu": v, "memory": per_mem}
-        if record is not None:
-            record.append(
-                {
-                    "type": "metric",
-                    "ts": ts,
-                    "workload": ref.as_dict(),
-                    "samples": [
-                        {"pod": name, "container": c, "cpu": cpu, "memory": mem, "oom": oom}
-                        for c, group in by_container.items()
-                        for name, cpu, mem, oom in group
-                    ],
-                }
-            )
         if vpa is not None:
             # The recommender's feed (as scaling.own.observe feeds tandem's own VPA).
             for c, group in by_container.items():
@@ -616,6 +603,19 @@ def simulate_upstream(
                         },
                     }
                 )
+        if record is not None:  # after the spec of this sample: the report reads the spec first
+            record.append(
+                {
+                    "type": "metric",
+                    "ts": ts,
+                    "workload": ref.as_dict(),
+                    "samples": [
+                        {"pod": name, "container": c, "cpu": cpu, "memory": mem, "oom": oom}
+                        for c, group in by_container.items()
+                        for name, cpu, mem, oom in group
+                    ],
+                }
+            )
         if changed:
             # The rates until the pods change: every pod's requests are paid for, started or not.
             cpu_rate = sum(r.get("cpu", 0) for p in pods for r in p.requests.values()) / 1000

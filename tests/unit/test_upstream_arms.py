@@ -282,3 +282,19 @@ def test_simulate_refuses_a_bad_upstream_manifest_in_one_line(
         f"tandem simulate: {bad}: document 1 (VerticalPodAutoscaler shop/web): spec.updatePolicy.updateMode: "
         "'Recreat' is not simulated (expected one of Off, Initial, Recreate, Auto) (did you mean Recreate?)"
     ]
+
+
+def test_the_report_shows_an_upstream_files_simulated_pods(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stream = cli_stream(tmp_path / "s.jsonl")
+    upstream = tmp_path / "today.yaml"
+    upstream.write_text(yaml.safe_dump_all([hpa_doc(minReplicas=2, maxReplicas=2, metrics=list(parse_cpu_hpa()))]))
+    report = tmp_path / "report"
+    argv = ["simulate", stream, "--policy", str(upstream), "--cluster", "c1", "--report", str(report), "--jobs", "1"]
+    assert tandem(argv) == 0
+    assert "no decision can be made" not in capsys.readouterr().err  # expected for an upstream file: not said
+    events = [orjson.loads(line) for line in (report / "today" / "stream.jsonl").read_bytes().splitlines()]
+    assert [e["type"] for e in events] == ["workload", "metric", "metric", "metric", "metric"]
+    assert events[0]["replicas"] == 2
+    assert events[0]["containers"]["web"]["requests"] == {"cpu": "500m", "memory": str(100 * MI)}
+    assert [s["pod"] for s in events[1]["samples"]] == ["up-1", "up-2"]
+    assert (report / "index.html").is_file()
