@@ -80,9 +80,10 @@ from edge.status import rfc3339
 from edge.translate import Collector, Refusal
 from ops.errors import describe
 from ops.retry import start_retrying
+from scaling.events import PolicyEvent, decode_event
 from schemas.codec import encode
 from streams.deadletter import deadletter_record
-from streams.merge import watermark
+from streams.merge import policy_key, watermark
 from streams.topics import TOPIC_OF_TYPE, ensure_topics, topic_name
 
 __all__ = ["COLLECTOR_COMPONENT", "CollectorConfig", "deadletter_value", "run"]
@@ -202,14 +203,30 @@ class _KafkaSink:
             await self._send(events)
 
     async def _send(self, events: Sequence[dict[str, Any]]) -> None:
+        from aiokafka.partitioner import DefaultPartitioner
+
         futures = []
         for ev in events:
             key = "/".join(ev["workload"][f] for f in ("cluster", "namespace", "kind", "name")).encode()
+            partition = None
+            if ev["type"] == "policy":
+                policy = decode_event(ev)
+                if isinstance(policy, PolicyEvent) and policy.identity is not None:
+                    # One compacted record per policy, on its workload's partition (docs/contract.md §2).
+                    topic = self.topics["policy"]
+                    parts = sorted(await self.producer.partitions_for(topic))
+                    partition = DefaultPartitioner()(key, parts, parts)
+                    key = policy_key(policy)
             value = encode(ev)
             headers = self.settings.input_headers(ev["type"], key, value)  # tandem-mac (streams.signing)
             futures.append(
                 await self.producer.send(
-                    self.topics[ev["type"]], value=value, key=key, timestamp_ms=round(ev["ts"] * 1000), headers=headers
+                    self.topics[ev["type"]],
+                    value=value,
+                    key=key,
+                    partition=partition,
+                    timestamp_ms=round(ev["ts"] * 1000),
+                    headers=headers,
                 )
             )
         if futures:

@@ -59,7 +59,7 @@ import orjson
 
 from scaling.cloudevents import cloudevent, rfc3339
 from scaling.errors import InvalidEvent
-from scaling.events import Event, WorkloadRef, decode_event
+from scaling.events import Event, PolicyEvent, WorkloadRef, decode_event
 from scaling.reconcile import flush, ingest, tick_of
 from scaling.settings import Settings
 from scaling.spelling import did_you_mean
@@ -80,6 +80,8 @@ __all__ = [
     "SourceClock",
     "check_routing",
     "decode_watermark",
+    "partition_key",
+    "policy_key",
     "tombstone",
     "watermark",
 ]
@@ -134,7 +136,17 @@ class PartitionClock:
     order, so nothing is released ahead of a record of the same partition that was merely late.
     """
 
-    __slots__ = ("_recent", "advanced", "grace", "last_arrival", "marks", "settled", "sources")
+    __slots__ = (
+        "_recent",
+        "advanced",
+        "grace",
+        "last_arrival",
+        "mark_offsets",
+        "marks",
+        "restored",
+        "settled",
+        "sources",
+    )
 
     def __init__(self, now: float, kinds: Iterable[str] = KINDS, grace: float = 0.0) -> None:
         self.sources: dict[str, SourceClock] = {k: SourceClock() for k in kinds}
@@ -148,6 +160,11 @@ class PartitionClock:
         #: Producers' watermarks: cluster -> input type -> the largest watermark read from that
         #: type's topic-partition (every event of the cluster with ``ts <=`` it was written before it).
         self.marks: dict[str, dict[str, float]] = {}
+        #: Where each of those watermarks was read: cluster -> input type -> offset.
+        self.mark_offsets: dict[str, dict[str, int]] = {}
+        #: Watermarks persisted by a previous owner, (ts, offset) per cluster and input type: in
+        #: force once this worker's position on that input has passed the offset it was read at.
+        self.restored: dict[str, dict[str, tuple[float, int]]] = {}
         #: Clusters whose :meth:`cluster_bound` may have risen since the merger last looked.
         self.advanced: set[str] = set()
 
@@ -160,6 +177,8 @@ class PartitionClock:
         src = self.sources[kind]
         if src.next_offset is None or offset >= src.next_offset:
             src.next_offset = offset + 1
+            if self.restored:
+                self.promote(kind)
         if ts is not None and (src.last_ts is None or ts > src.last_ts):
             src.last_ts = ts
         if now is not None:
@@ -178,13 +197,46 @@ class PartitionClock:
         src = self.sources[kind]
         if src.next_offset is None or offset >= src.next_offset:
             src.next_offset = offset + 1
+        self._set_mark(cluster, kind, ts, offset)
+        if self.restored:
+            self.promote(kind)
+
+    def _set_mark(self, cluster: str, kind: str, ts: float, offset: int) -> None:
         marks = self.marks.get(cluster)
         if marks is None:
             marks = self.marks[cluster] = {}
         last = marks.get(kind)
         if last is None or ts > last:
             marks[kind] = ts
+            self.mark_offsets.setdefault(cluster, {})[kind] = offset
             self.advanced.add(cluster)
+
+    def restore(self, cluster: str, kind: str, ts: float, offset: int) -> None:
+        """A watermark a previous owner read at ``offset`` (:meth:`Merger.load_marks`).
+
+        Not in force at once: the previous owner may have read past the group's committed offset
+        before it died, and this worker reads again from there.  Until its own position passes
+        ``offset``, events written before the watermark may still be on their way to it (issue
+        #28's frozen-publisher runs: a restored watermark released an hpa event before the metric
+        of an earlier instant was read again, which then came late)."""
+        self.marks.setdefault(cluster, {})
+        have = self.restored.setdefault(cluster, {}).get(kind)
+        if have is None or ts > have[0]:
+            self.restored[cluster][kind] = (ts, offset)
+        self.promote(kind)
+
+    def promote(self, kind: str) -> None:
+        """Put in force the restored watermarks of ``kind``'s input that this worker has read past."""
+        pos = self.sources[kind].position
+        if pos is None:
+            return
+        for cluster in [c for c, kinds in self.restored.items() if kind in kinds]:
+            ts, offset = self.restored[cluster][kind]
+            if pos > offset:
+                del self.restored[cluster][kind]
+                if not self.restored[cluster]:
+                    del self.restored[cluster]
+                self._set_mark(cluster, kind, ts, offset)
 
     def cluster_bound(self, cluster: str) -> float | None:
         """No event of ``cluster`` read from now on in this partition is older than this; None
@@ -206,6 +258,8 @@ class PartitionClock:
 
     def set_start(self, kind: str, offset: int | None) -> None:
         self.sources[kind].start_offset = offset
+        if self.restored:
+            self.promote(kind)
 
     def bound(self, highwaters: Mapping[str, int | None], now: float | None = None) -> float:
         """No event read from now on in this partition has a ``ts`` below this.
@@ -341,15 +395,35 @@ class Slot:
 
 
 def check_routing(kind: str, key: bytes | None, event: Event) -> None:
-    """An input must sit on its type's topic, keyed by its workload (docs/contract.md §1-2)."""
+    """An input must sit on its type's topic, keyed by its workload (docs/contract.md §1-2); a
+    policy record may be keyed by its workload and policy (:func:`policy_key`)."""
     if event.type != kind:
         raise InvalidEvent("type", f"a {event.type!r} event on the topic of {kind!r} events")
     expected = event.workload.key
     if key is None:
         raise InvalidEvent("key", f"the message has no key; expected the workload key {expected!r}")
-    if key != expected.encode():
-        shown = key.decode("utf-8", "backslashreplace")
-        raise InvalidEvent("key", f"message key {shown!r} is not the event's workload key {expected!r}")
+    if key == expected.encode():
+        return
+    if isinstance(event, PolicyEvent) and event.identity is not None and key == policy_key(event):
+        return
+    shown = key.decode("utf-8", "backslashreplace")
+    if isinstance(event, PolicyEvent) and event.identity is not None:
+        raise InvalidEvent(
+            "key", f"message key {shown!r} is neither {policy_key(event).decode()!r} nor the workload key {expected!r}"
+        )
+    raise InvalidEvent("key", f"message key {shown!r} is not the event's workload key {expected!r}")
+
+
+def policy_key(event: PolicyEvent) -> bytes:
+    """``<workload key>#<policy identity>``: the key of a policy record on the compacted policies
+    topic, one per policy, so that compaction keeps every policy of a workload and not only the
+    latest one (docs/contract.md §2).  It is partitioned by :func:`partition_key`."""
+    return f"{event.workload.key}#{event.identity}".encode()
+
+
+def partition_key(key: bytes) -> bytes:
+    """The part of a record key that chooses its partition: the workload key."""
+    return key.partition(b"#")[0]
 
 
 _WATERMARK_FIELDS = ("type", "cluster", "ts")
@@ -384,14 +458,24 @@ def watermark(cluster: str, ts: float) -> dict[str, Any]:
 
 
 def tombstone(key: bytes | None, ts: float) -> dict[str, Any]:
-    """The ``policy`` event of a ``null`` message on the compacted policies topic (a deletion)."""
+    """The ``policy`` event of a ``null`` message on the compacted policies topic (a deletion): of
+    the policy its key names (:func:`policy_key`), or of every policy of the workload."""
     if key is None:
         raise InvalidEvent("key", "a null policy message needs the workload key")
     try:
-        ref = WorkloadRef.from_key(key.decode())
+        text = key.decode()
     except UnicodeDecodeError:
         raise InvalidEvent("key", "the key is not UTF-8") from None
-    return {"type": "policy", "ts": ts, "workload": ref.as_dict(), "policy": None}
+    workload, _, identity = text.partition("#")
+    ref = WorkloadRef.from_key(workload)
+    event: dict[str, Any] = {"type": "policy", "ts": ts, "workload": ref.as_dict(), "policy": None}
+    if identity:
+        parts = identity.split("/")
+        if len(parts) != 4 or not all(parts[:2]) or not parts[3]:
+            raise InvalidEvent("key", f"{identity!r} after '#' is not a policy (group/Kind/namespace/name)")
+        group, kind, namespace, name = parts
+        event["deleted"] = {"apiVersion": group, "kind": kind, "namespace": namespace or "default", "name": name}
+    return event
 
 
 # ---------------------------------------------------------------------------------------- merger
@@ -401,12 +485,6 @@ def _when(ts: float | None) -> str:
     if ts is None or ts == -INF:
         return "not yet known on every topic"
     return rfc3339(ts)
-
-
-def _merge_marks(target: dict[str, float], marks: Mapping[str, float]) -> None:
-    for kind, ts in marks.items():
-        if kind not in target or ts > target[kind]:
-            target[kind] = float(ts)
 
 
 def _cluster(key: str) -> str:
@@ -490,8 +568,8 @@ class Merger:
         self._waiting: dict[int, set[str]] = defaultdict(set)  # keys with a non-empty inbox
         self._pending: dict[int, set[str]] = defaultdict(set)  # keys with a pending tick
         self._buffered: dict[int, int] = defaultdict(int)  # inbox entries per partition
-        #: Watermarks reloaded for partitions whose clock does not exist yet: cluster -> type -> ts.
-        self._marked: dict[int, dict[str, dict[str, float]]] = defaultdict(dict)
+        #: Watermarks reloaded for partitions whose clock does not exist yet: cluster -> type -> (ts, offset).
+        self._marked: dict[int, dict[str, dict[str, tuple[float, int]]]] = defaultdict(dict)
         #: Partitions whose watermarks changed since :meth:`take_marks` last returned them.
         self.marks_dirty: set[int] = set()
 
@@ -516,23 +594,31 @@ class Merger:
         if c is None:
             c = self.clocks[partition] = PartitionClock(now, self.kinds, self.grace)
             for cluster, marks in self._marked.pop(partition, {}).items():
-                _merge_marks(c.marks.setdefault(cluster, {}), marks)
+                c.marks.setdefault(cluster, {})
+                for kind, (ts, offset) in marks.items():
+                    c.restore(cluster, kind, ts, offset)
         return c
 
-    def load_marks(self, partition: int, marks: Mapping[str, Mapping[str, float]]) -> None:
-        """Adopt a partition's watermarks as :meth:`take_marks` wrote them (after a rebalance).
+    def load_marks(self, partition: int, marks: Mapping[str, Mapping[str, Any]]) -> None:
+        """Adopt a partition's watermarks as :meth:`take_marks` wrote them (after a rebalance):
+        cluster -> input type -> ``[ts, offset]``; an empty mapping only says the cluster writes
+        watermarks (a reloaded slot's ``marked``).
 
-        The watermark records themselves are behind the committed offsets and are not read
-        again: without this, a cluster whose producer had finished would wait for ever.
+        The watermark records themselves may be behind the committed offsets and not read again:
+        without them a cluster whose producer had finished would wait for ever.  Each is in force
+        once this worker has read past the offset it came from (:meth:`PartitionClock.restore`).
         """
+        clock = self.clocks.get(partition)
         for cluster, kinds in marks.items():
-            clock = self.clocks.get(partition)
-            target = (
-                clock.marks.setdefault(cluster, {})
-                if clock is not None
-                else self._marked[partition].setdefault(cluster, {})
-            )
-            _merge_marks(target, kinds)
+            if clock is None:
+                seeds = self._marked[partition].setdefault(cluster, {})
+                for kind, (ts, offset) in kinds.items():
+                    if kind not in seeds or ts > seeds[kind][0]:
+                        seeds[kind] = (float(ts), int(offset))
+                continue
+            clock.marks.setdefault(cluster, {})
+            for kind, (ts, offset) in kinds.items():
+                clock.restore(cluster, kind, float(ts), int(offset))
 
     def story(self, partition: int) -> str:
         """Where ``partition``'s ordering stands, in words, for the log after an assignment."""
@@ -544,14 +630,23 @@ class Merger:
         bounds = ", ".join(f"{c} {_when(clock.cluster_bound(c))}" for c in sorted(clock.marks))
         return f"{head}, watermark bound {bounds}"
 
-    def take_marks(self) -> dict[int, dict[str, dict[str, float]]]:
-        """The watermarks of the partitions where they changed, to persist before acknowledging
-        the records that carried them; no longer changed afterwards."""
-        out = {}
+    def take_marks(self) -> dict[int, dict[str, dict[str, list[float]]]]:
+        """The watermarks of the partitions where they changed, ``[ts, offset]`` per cluster and
+        input type, to persist before acknowledging the records that carried them; no longer
+        changed afterwards."""
+        out: dict[int, dict[str, dict[str, list[float]]]] = {}
         for p in sorted(self.marks_dirty):
             clock = self.clocks.get(p)
-            if clock is not None and clock.marks:
-                out[p] = {c: dict(m) for c, m in clock.marks.items()}
+            if clock is None or not clock.marks:
+                continue
+            snapshot: dict[str, dict[str, list[float]]] = {}
+            for c, kinds in clock.marks.items():
+                offsets = clock.mark_offsets.get(c, {})
+                entry = {k: [ts, offsets[k]] for k, ts in kinds.items() if k in offsets}
+                for k, (ts, offset) in clock.restored.get(c, {}).items():
+                    entry.setdefault(k, [ts, offset])  # not in force here yet: kept for the next owner
+                snapshot[c] = entry
+            out[p] = snapshot
         self.marks_dirty.clear()
         return out
 

@@ -7,7 +7,8 @@ Files are read exactly as ``tandem replay`` reads them (``streams.runner.read_so
 ``.gz``, ``-`` for stdin; a bad line is reported as ``FILE:LINE: field 'x': why`` and skipped, or is
 fatal under ``--strict``) and ordered the same way: by ``ts``, file order kept for equal ``ts``.
 Each event goes to its type's topic (docs/contract.md §2), keyed by its workload key
-``cluster/namespace/kind/name`` (Kafka's default partitioner, like every tandem producer), with the
+``cluster/namespace/kind/name`` (Kafka's default partitioner, like every tandem producer; a policy
+by ``<workload key>#<policy>`` on its workload's partition, one compacted record per policy), with the
 Kafka timestamp set to ``ts`` in milliseconds.  ``--policy`` manifests are published first, as
 ``policy`` events stamped with the stream's first ``ts``, so they are in force from the first event
 on, as ``tandem replay --policy`` has them.  The producer is idempotent (per-partition order survives
@@ -33,10 +34,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from scaling.events import Event
+from scaling.events import Event, PolicyEvent, decode_event
 from scaling.reconcile import tick_of
 from schemas.codec import encode
-from streams.merge import watermark
+from streams.merge import partition_key, policy_key, watermark
 from streams.settings import KafkaSettings
 from streams.topics import TOPIC_OF_TYPE, topic_name
 
@@ -129,6 +130,7 @@ async def publish(
     With ``settings.input_signing`` each record carries its cluster's ``tandem-mac`` header.
     """
     from aiokafka import AIOKafkaProducer
+    from aiokafka.partitioner import DefaultPartitioner
 
     kind_of = {topic_name(settings.prefix, s): t for t, s in TOPIC_OF_TYPE.items()}
 
@@ -156,7 +158,15 @@ async def publish(
             records = [(t, k, v, ms, None) for t, k, v, ms in messages]
         progress = _Progress(err, len(records))
         pending: list[Any] = []
+        partitioner = DefaultPartitioner()
+        known: dict[str, list[int]] = {}
         for i, (topic, key, value, ts_ms, partition) in enumerate(records, 1):
+            if partition is None and b"#" in key:
+                # A policy keyed by workload and policy goes where its workload's records go.
+                parts = known.get(topic)
+                if parts is None:
+                    parts = known[topic] = sorted(await producer.partitions_for(topic))
+                partition = partitioner(partition_key(key), parts, parts)
             headers = settings.input_headers(kind_of[topic], key, value) if settings.input_signing else None
             pending.append(
                 await producer.send(
@@ -219,8 +229,9 @@ def messages(
     names = {t: topic_name(prefix, s) for t, s in TOPIC_OF_TYPE.items()}
     out = Messages()
     for raw in policies:
-        key = "/".join(raw["workload"][f] for f in ("cluster", "namespace", "kind", "name"))
-        out.items.append((names["policy"], key.encode(), encode(raw), round(first_ts * 1000)))
+        event = decode_event(raw)
+        key = policy_key(event) if isinstance(event, PolicyEvent) and event.identity else event.workload.key.encode()
+        out.items.append((names["policy"], key, encode(raw), round(first_ts * 1000)))
         out.ts.append(first_ts)
         out.counts["policy"] += 1
         out.clusters.add(raw["workload"]["cluster"])
@@ -228,7 +239,8 @@ def messages(
         key = event.workload.key
         out.workloads.add(key)
         out.clusters.add(event.workload.cluster)
-        out.items.append((names[event.type], key.encode(), encode(raw), round(ts * 1000)))
+        record_key = policy_key(event) if isinstance(event, PolicyEvent) and event.identity else key.encode()
+        out.items.append((names[event.type], record_key, encode(raw), round(ts * 1000)))
         out.ts.append(ts)
         out.counts[event.type] += 1
     for topic, _, _, ts_ms in out.items:

@@ -34,9 +34,9 @@ from edge.translate import Collector
 from ops.observability import Metrics
 from scaling.cloudevents import APPLIED, DECISION
 from scaling.engine import Engine
-from scaling.events import decode_event
+from scaling.events import PolicyEvent, decode_event
 from scaling.vocabulary import EVENT_TYPES
-from streams.merge import decode_watermark
+from streams.merge import decode_watermark, partition_key, policy_key
 from streams.settings import KafkaSettings
 from streams.topics import INPUT_TOPICS, ensure_topics, topic_name
 from tests.fixtures.kafka import run_sync, wait_for
@@ -399,8 +399,11 @@ def test_collected_events_round_trip_to_the_workers_decision_and_back_into_the_c
             if is_mark:
                 assert all(later > ts for m, later in seen[i + 1 :] if not m), (t, p, ts)
     for topic, kafka_ts, key, ev in r.records:
-        decode_event(ev)  # every event is one the contract accepts
-        assert key == f"{CLUSTER}/{ns}/Deployment/web".encode()
+        decoded = decode_event(ev)  # every event is one the contract accepts
+        workload_key = f"{CLUSTER}/{ns}/Deployment/web".encode()
+        # A policy is keyed by its workload and itself: one compacted record per policy.
+        assert key == (policy_key(decoded) if isinstance(decoded, PolicyEvent) else workload_key)
+        assert partition_key(key) == workload_key
         assert kafka_ts == round(ev["ts"] * 1000)
         assert topic == topic_name(
             r.settings.prefix, {"workload": "workloads", "policy": "policies"}.get(ev["type"], ev["type"])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import math
 import random
+import re
 import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -25,7 +26,7 @@ import pytest
 
 from scaling.engine import Engine, policy_event
 from scaling.errors import InvalidEvent
-from scaling.events import decode_event
+from scaling.events import PolicyEvent, decode_event
 from scaling.reconcile import flush
 from scaling.settings import Settings
 from scaling.vocabulary import LATE
@@ -42,11 +43,13 @@ from streams.merge import (
     SourceClock,
     check_routing,
     decode_watermark,
+    partition_key,
+    policy_key,
     tombstone,
 )
 from streams.publish import messages, with_watermarks
 from streams.topics import TOPIC_OF_TYPE, topic_name
-from tests.generated import generated_stream
+from tests.generated import POLICY, generated_stream
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -674,7 +677,7 @@ def _run_marked_simulation(
     )
     landing: dict[tuple[str, int], list[tuple[float, bytes, Any]]] = defaultdict(list)
     for i, (topic, key, value, _ms, partition) in enumerate(records):
-        tp = (kind_of[topic], _partition_of(key.decode(), n) if partition is None else partition)
+        tp = (kind_of[topic], _partition_of(partition_key(key).decode(), n) if partition is None else partition)
         lands = i * 0.001 + rng.uniform(0, skew)
         queue = landing[tp]
         queue.append((max(lands, queue[-1][0]) if queue else lands, key, orjson.loads(value)))
@@ -825,7 +828,7 @@ def test_a_reloaded_slot_of_a_watermarking_cluster_waits_for_new_watermarks() ->
     merger.release(0, everything_read, 100.0)
     assert merger.released()
     assert merger.story(0) == "1 workload(s), 0 event(s) waiting, watermark bound c1 1970-01-01T00:01:40Z"
-    assert merger.take_marks() == {0: {"c1": dict.fromkeys(KINDS, 100.0)}}
+    assert merger.take_marks() == {0: {"c1": {kind: [100.0, 1] for kind in KINDS}}}
     assert merger.take_marks() == {}  # written once until they change
     assert b"marked" not in Slot.new("c1/shop/Deployment/web", 0).to_bytes()  # unchanged bytes without watermarks
 
@@ -849,3 +852,50 @@ def test_the_last_tick_of_a_live_watermarking_cluster_runs_by_the_wall_clock_a_r
         assert tick is not None and tick > last  # the window of the last tick is not closed by a mark
         out = merger.flush_idle(0, hw, 10.0, 2.0, wall=tick + lag)  # past the tick's gate either way
         assert bool(out.emitted) is runs and (merger.slots[key].state.pending_tick is None) is runs
+
+
+def test_a_policy_record_is_keyed_by_its_workload_and_policy_and_its_deletion_names_it() -> None:
+    """Issue #29: keyed by the workload alone, compaction kept only the latest of two policies of
+    one workload; keyed by both, each policy is its own compacted record on the workload's partition."""
+    hvpa = decode_event(policy_event(POLICY, "c1", 100.0))
+    assert isinstance(hvpa, PolicyEvent)
+    key = policy_key(hvpa)
+    assert key == b"c1/shop/Deployment/web#autoscaling.k8s.io/Hvpa/shop/web"
+    assert partition_key(key) == b"c1/shop/Deployment/web"
+    check_routing("policy", key, hvpa)  # the policy's own key
+    check_routing("policy", b"c1/shop/Deployment/web", hvpa)  # the workload's, as before
+    wanted = re.escape("neither 'c1/shop/Deployment/web#autoscaling.k8s.io/Hvpa/shop/web'")
+    with pytest.raises(InvalidEvent, match=wanted):
+        check_routing("policy", b"c1/shop/Deployment/web#autoscaling.k8s.io/Hvpa/shop/other", hvpa)
+    gone = decode_event(tombstone(key, 200.0))
+    assert isinstance(gone, PolicyEvent) and gone.manifest is None and gone.identity == hvpa.identity
+    everything = decode_event(tombstone(b"c1/shop/Deployment/web", 200.0))
+    assert isinstance(everything, PolicyEvent) and everything.identity is None
+    with pytest.raises(InvalidEvent, match="field 'key': 'Hvpa/web' after '#' is not a policy"):
+        tombstone(b"c1/shop/Deployment/web#Hvpa/web", 200.0)
+
+
+def test_a_restored_watermark_is_in_force_only_once_the_new_owner_has_read_past_where_it_was_read() -> None:
+    """Issue #28, found by the frozen-publisher chaos runs: the previous owner read a watermark at
+    offset 7 and persisted it, but the group had committed only up to offset 3.  Put in force at
+    once, it let the new owner release an hpa event of 10:02:50 while the metric of 10:02:40
+    (offset 4, read again after it) was still on its way: a late input.  It counts from the moment
+    the new owner's own position passes offset 7, or from the start if the commit was past it."""
+    clock = PartitionClock(0.0)
+    for kind in KINDS:
+        clock.set_start(kind, 3)
+        clock.restore("c1", kind, 180.0, 7)
+    assert clock.cluster_bound("c1") == -INF  # known to write watermarks; none in force yet
+    for kind in KINDS:
+        if kind != "metric":
+            clock.observe(kind, 7, None)  # read again past where it was read: in force
+    assert clock.cluster_bound("c1") == -INF  # the metric topic is still behind offset 7
+    clock.observe("metric", 4, 160.0)
+    assert clock.cluster_bound("c1") == -INF
+    clock.mark("metric", 7, "c1", 180.0)  # reads the watermark itself
+    assert clock.cluster_bound("c1") == 180.0
+    later = PartitionClock(0.0)
+    for kind in KINDS:
+        later.set_start(kind, 9)  # the group had committed past them: in force at once
+        later.restore("c1", kind, 180.0, 7)
+    assert later.cluster_bound("c1") == 180.0
