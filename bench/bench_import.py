@@ -19,6 +19,7 @@ import os
 import platform
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -158,6 +159,8 @@ def main() -> int:
         )
     finally:
         subprocess.run(["bash", str(ROOT / "scripts/prometheus.sh"), "stop", str(prom)], check=False)
+        if not args.keep:
+            shutil.rmtree(state, ignore_errors=True)
     return 0
 
 

@@ -372,9 +372,11 @@ def fetch_all(
     return Fetched(series, warnings, client.requests)
 
 
-#: Steps per window of :func:`import_history`: a day at one-minute steps.  Everything of one window
-#: is in memory at once (a month of a thousand pods is not); its events are handed on before the next.
-WINDOW_POINTS = 1440
+#: Steps per window of :func:`import_history`: four hours at one-minute steps.  Everything of one
+#: window is in memory at once (a month of a thousand pods is not); its events are handed on before
+#: the next.  The memory grows with the window, the time does not: 1,000 pods over a day took
+#: 3.0 GiB at 1,440 steps a window; 2 h of them 322 MiB at 121 and 134 MiB at 30, in the same time.
+WINDOW_POINTS = 240
 
 
 @dataclass
