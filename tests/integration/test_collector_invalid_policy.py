@@ -44,7 +44,12 @@ def warnings_on(admin: Any, ns: str, name: str) -> list[dict[str, Any]]:
         EVENTS.path(ns),
         query={"fieldSelector": f"involvedObject.kind=Hvpa,involvedObject.name={name},reason=InvalidPolicy"},
     )
-    return sorted(doc["items"], key=lambda e: e["metadata"]["creationTimestamp"] + e["message"])
+    # In the order of the versions they refuse: two Events created in one second would otherwise
+    # be ordered by their messages (seen in CI, the second version's Warning listed first).
+    return sorted(
+        doc["items"],
+        key=lambda e: (int(e["involvedObject"].get("resourceVersion") or 0), e["metadata"]["creationTimestamp"]),
+    )
 
 
 def dead_letters(r: Running) -> list[dict[str, Any]]:

@@ -580,7 +580,10 @@ def test_helm_install_on_the_apiserver_refuses_a_misspelled_value_and_takes_the_
     user runs, refused at once for a misspelled value, accepted with every part and monitor on."""
 
     def install(*sets: str) -> subprocess.CompletedProcess[str]:
-        args = ["install", "tandem", str(CHART), "-n", crds_namespace, "--kubeconfig", kube_apiserver]
+        # A release name of its own: cluster-scoped objects another test applied from deploy/rbac
+        # (ClusterRole tandem-collector) belong to no release, and helm refuses to adopt them.
+        release = f"tandem-{crds_namespace.rsplit('-', 1)[-1][:8]}"
+        args = ["install", release, str(CHART), "-n", crds_namespace, "--kubeconfig", kube_apiserver]
         args += ["--dry-run=server", "--set", "edge.cluster=eu-1"]
         for s in (*MONITORING, *sets):
             args += ["--set", s]
