@@ -102,5 +102,5 @@ def test_every_repository_path_named_in_docs_examples_and_comments_exists() -> N
 def test_the_check_finds_a_path_that_is_not_there() -> None:
     tracked = _tracked()
     names = set(tracked)
-    assert not _known("seeds/hvpa-controller-proposal.md", names, set())
+    assert not _known("docs/no-such-page.md", names, set())
     assert _known("docs/edge.md", names, set())
