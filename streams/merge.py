@@ -738,9 +738,16 @@ class Merger:
         drained = []
         legacy: float | None = None
         marks = clock.marks
+        bounds: dict[str, float | None] = {}  # per cluster, once per release (a fleet is few clusters)
         for key in keys:
             slot = self.slots[key]
-            cbound = clock.cluster_bound(_cluster(key)) if marks else None
+            cbound = None
+            if marks:
+                cluster = _cluster(key)
+                if cluster in bounds:
+                    cbound = bounds[cluster]
+                else:
+                    cbound = bounds[cluster] = clock.cluster_bound(cluster)
             if cbound is None:
                 if legacy is None:
                     legacy = clock.bound(highwaters, now)
