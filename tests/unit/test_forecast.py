@@ -1,0 +1,267 @@
+"""The seasonal load forecaster of ``spec.predictive`` (scaling/forecast.py) on constructed series,
+and the predictive wrapper's rule (scaling/policies/predictive.py): raise ahead of a forecast, never
+below the reactive rule, within the cap, only through the gates."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from scaling.errors import InvalidPolicy
+from scaling.events import HpaEvent, PodStatus, WorkloadEvent, WorkloadRef
+from scaling.forecast import LoadProfile, load_of
+from scaling.outcome import Outcome, View
+from scaling.policies.bounds import Bounds
+from scaling.policies.predictive import KEY, Predictive, PredictiveSpec, parse_predictive
+
+MONDAY = 1_762_732_800  # 2025-11-10T00:00:00Z, a Monday
+DAY = 86400
+
+
+def feed(p: LoadProfile, start: float, days: float, load: Callable[[float], float], step: int = 60) -> None:
+    for i in range(0, int(days * DAY), step):
+        p.observe(start + i, load(start + i))
+
+
+def sine(t: float) -> float:
+    return 5 + 3 * math.sin(2 * math.pi * (t % DAY) / DAY)
+
+
+def weekly(t: float) -> float:
+    """10 replicas' worth on weekdays, 2 on Saturday and Sunday (UTC)."""
+    return 2.0 if datetime.fromtimestamp(t, UTC).weekday() >= 5 else 10.0
+
+
+def test_a_daily_sine_is_forecast_from_the_same_time_of_the_last_three_days() -> None:
+    p = LoadProfile()
+    feed(p, MONDAY, 3, sine)
+    f = p.forecast(MONDAY + 3 * DAY + 6 * 3600)  # 06:00, the sine's peak of 8
+    assert f is not None
+    assert (round(f.load, 4), f.basis, f.periods, f.error) == (8.0127, "daily", 3, 0.0)
+    assert p.level == 1_001_836
+
+
+def test_a_weekly_pattern_needs_the_same_weekday_the_daily_profile_misses_the_weekend() -> None:
+    p = LoadProfile()
+    feed(p, MONDAY, 5, weekly)  # Monday to Friday at 10
+    saturday = MONDAY + 5 * DAY
+    feed(p, saturday, 1 / 24, weekly)  # the first hour of Saturday, at 2
+    f = p.forecast(saturday + 4200)
+    assert f is not None
+    # The last three days were weekdays: the level has pulled 10 down towards 2, the error shows it.
+    assert (round(f.load, 5), f.basis, f.periods, f.error) == (3.48098, "daily", 3, 143.3)
+    p = LoadProfile()
+    feed(p, MONDAY, 12, weekly)  # to the second Saturday
+    saturday = MONDAY + 12 * DAY
+    feed(p, saturday, 1 / 24, weekly)
+    f = p.forecast(saturday + 4200)
+    assert f is not None
+    assert (round(f.load, 6), f.basis, f.periods, f.error) == (1.999972, "weekday", 1, 0.0)
+    assert f.describe() == "same weekday, 1 week, recent error 0 %"
+
+
+def test_a_level_shift_moves_the_forecast_within_hours_not_weeks() -> None:
+    p = LoadProfile()
+    feed(p, MONDAY, 2, lambda t: 4.0)
+    day3 = MONDAY + 2 * DAY
+    feed(p, day3, 1 / 24, lambda t: 6.0)
+    f = p.forecast(day3 + 3600 + 300)
+    assert f is not None
+    assert (round(f.load, 6), f.error, p.level) == (5.738408, 11.4, 1_434_602)
+    feed(p, day3 + 3600, 2 / 24, lambda t: 6.0)
+    f = p.forecast(day3 + 3 * 3600 + 300)
+    assert f is not None
+    assert (round(f.load, 5), f.error, p.level) == (5.99552, 2.1, 1_498_880)
+
+
+def test_noise_averages_out_and_shows_as_a_small_error() -> None:
+    rng = random.Random(7)
+    p = LoadProfile()
+    feed(p, MONDAY, 3, lambda t: 5.0 * (1 + rng.uniform(-0.2, 0.2)))
+    f = p.forecast(MONDAY + 3 * DAY + 60)
+    assert f is not None
+    assert (round(f.load, 6), f.basis, f.periods, f.error) == (5.016024, "daily", 3, 2.2)
+
+
+def test_too_little_history_forecasts_nothing() -> None:
+    p = LoadProfile()
+    assert p.forecast(MONDAY) is None
+    assert p.history(MONDAY) == 0.0
+    feed(p, MONDAY, 0.5, lambda t: 5.0)
+    assert p.forecast(MONDAY + DAY // 2 + 60) is None  # today's own slots are not a profile
+    assert p.history(MONDAY + DAY // 2) == 43200.0
+
+
+def test_a_profile_saved_and_restored_mid_stream_forecasts_the_same() -> None:
+    whole, halves = LoadProfile(), LoadProfile()
+    feed(whole, MONDAY, 3, sine)
+    feed(halves, MONDAY, 1.5, sine)
+    halves = LoadProfile.from_dict(halves.to_dict())
+    feed(halves, MONDAY + 1.5 * DAY, 1.5, sine)
+    assert halves.to_dict() == whole.to_dict()
+    assert halves.forecast(MONDAY + 3 * DAY + 3600) == whole.forecast(MONDAY + 3 * DAY + 3600)
+
+
+def test_a_bad_saved_profile_is_refused() -> None:
+    bad = LoadProfile().to_dict()
+    bad["rows"] = ["1,2"] * len(bad["rows"])
+    with pytest.raises(ValueError, match="rows of 96 slots"):
+        LoadProfile.from_dict(bad)
+
+
+def test_the_load_is_the_hpas_unrounded_desired_replicas() -> None:
+    metrics = (
+        {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}},
+        {"type": "Pods", "pods": {"metric": {"name": "qps"}, "target": {"type": "AverageValue", "averageValue": "10"}}},
+    )
+    current = (
+        {"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": 90}}},
+        {"type": "Pods", "pods": {"metric": {"name": "qps"}, "current": {"averageValue": "12500m"}}},
+    )
+    assert load_of(4, metrics, current) == 6.0  # 4 × 90/60 beats 4 × 12.5/10
+    assert load_of(4, metrics, current[:1]) is None  # not one current value per metric
+    assert load_of(4, None, None) is None
+
+
+# --- the predictive rule ---------------------------------------------------------------------
+
+REF = WorkloadRef("c", "ns", "Deployment", "web")
+CPU60 = (
+    {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}},
+)
+
+
+class Reactive:
+    """A stand-in kind: asks for ``wanted`` replicas (``None``: leaves them), within 1..max_replicas."""
+
+    kind = "Toy"
+    name = "web"
+    workload = REF
+
+    def __init__(self, wanted: int | None = None, max_replicas: int = 20) -> None:
+        self.wanted = wanted
+        self.max_replicas = max_replicas
+        self.outcome = Outcome()
+
+    def decide(self, view: View, memory: dict[str, Any]) -> Outcome:
+        self.outcome = Outcome(replicas=self.wanted, reasons=["reactive"])
+        return self.outcome
+
+    def bounds(self) -> Bounds:
+        return Bounds("Toy", "web", 1, self.max_replicas)
+
+    def hpa_template(self, memory: Mapping[str, Any]) -> None:
+        return None
+
+    def vpa_template(self) -> None:
+        return None
+
+
+def view(tick: float, replicas: int, load: float, pods: tuple[PodStatus, ...] | None = None) -> View:
+    spec = WorkloadEvent(tick, REF, replicas, {}, pods=pods)
+    utilization = round(load / replicas * 60)
+    hpa = HpaEvent(
+        tick,
+        REF,
+        replicas,
+        replicas,
+        metrics=CPU60,
+        current_metrics=(
+            {"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": utilization}}},
+        ),
+    )
+    return View(tick, REF, spec, hpa, None, {}, {}, {"sync_period": 15.0})
+
+
+def ramp(t: float) -> float:
+    """4 replicas' worth, 8 from 09:00 to 17:00 UTC every day."""
+    return 8.0 if 9 * 3600 <= t % DAY < 17 * 3600 else 4.0
+
+
+def run_days(policy: Predictive, memory: dict[str, Any], days: int) -> None:
+    for i in range(0, days * DAY, 60):
+        t = MONDAY + i
+        policy.decide(view(t, 4, ramp(t)), memory)
+
+
+def test_it_pre_scales_before_the_daily_ramp_and_says_why() -> None:
+    inner = Reactive()
+    policy = Predictive(inner, PredictiveSpec())
+    memory: dict[str, Any] = {}
+    run_days(policy, memory, 2)
+    before = MONDAY + 2 * DAY + 9 * 3600 - 60  # 08:59: the ramp is one minute and a quarter away
+    out = policy.decide(view(before, 4, 4.0), memory)
+    assert out is not inner.outcome
+    assert out.replicas == 8
+    assert out.reasons == [
+        "reactive",
+        "pre-scaled to 8 for the forecast of 8.0 at 09:00:15 (same time of day, 2 days, recent error 0 %)",
+    ]
+    assert out.inputs["forecast"] == {
+        "load": 8.0,
+        "at": before + 75.0,
+        "horizon": 75.0,
+        "basis": "daily",
+        "periods": 2,
+        "error_percent": 0.0,
+        "reactive_replicas": 4,
+    }
+    # An hour earlier nothing is coming: the kind's own outcome, the very object.
+    early = MONDAY + 2 * DAY + 8 * 3600
+    policy = Predictive(Reactive(), PredictiveSpec())
+    memory = {}
+    run_days(policy, memory, 2)
+    assert policy.decide(view(early, 4, 4.0), memory) is policy.inner.outcome  # type: ignore[attr-defined]
+
+
+def test_it_never_lowers_what_the_reactive_rule_asks_and_stays_within_the_cap_and_max() -> None:
+    before = MONDAY + 2 * DAY + 9 * 3600 - 60
+    for wanted, cap, max_replicas, expected in ((10, 100, 20, 10), (None, 25, 20, 5), (None, 100, 6, 6)):
+        inner = Reactive(None, max_replicas)
+        policy = Predictive(inner, PredictiveSpec(max_prescale_percent=cap))
+        memory: dict[str, Any] = {}
+        run_days(policy, memory, 2)
+        inner.wanted = wanted
+        out = policy.decide(view(before, 4, 4.0), memory)
+        assert out.replicas == expected, (wanted, cap, max_replicas)
+
+
+def test_it_waits_for_the_minimum_history_and_a_small_recent_error() -> None:
+    before = MONDAY + 2 * DAY + 9 * 3600 - 60
+    for spec, noise in ((PredictiveSpec(min_history=3 * DAY), 0.0), (PredictiveSpec(max_error_percent=2), 0.3)):
+        inner = Reactive()
+        policy = Predictive(inner, spec)
+        memory: dict[str, Any] = {}
+        rng = random.Random(3)
+        for i in range(0, 2 * DAY, 60):
+            t = MONDAY + i
+            policy.decide(view(t, 4, ramp(t) * (1 + rng.uniform(-noise, noise))), memory)
+        assert policy.decide(view(before, 4, 4.0), memory) is inner.outcome
+        error = memory[KEY]["profile"]["error"]
+        assert error == (0 if noise == 0 else 35)  # tenths of a percent
+
+
+def test_the_default_horizon_is_the_longest_observed_start_up_plus_a_sync_period() -> None:
+    policy = Predictive(Reactive(), PredictiveSpec())
+    memory: dict[str, Any] = {}
+    policy.decide(view(MONDAY, 4, 4.0, (PodStatus("a", False, "Running", MONDAY - 20),)), memory)
+    policy.decide(view(MONDAY + 60, 4, 4.0, (PodStatus("a", True, "Running", MONDAY - 20),)), memory)
+    assert memory[KEY]["startups"] == [80]
+    assert memory[KEY]["unready"] == {}
+
+
+def test_the_section_is_parsed_with_defaults_and_refused_by_field() -> None:
+    assert parse_predictive({"spec": {}}) is None
+    assert parse_predictive({"spec": {"predictive": {}}}) == PredictiveSpec(None, 100, 86400.0, 25)
+    assert parse_predictive(
+        {"spec": {"predictive": {"horizon": "3m", "minHistory": "168h", "maxPreScalePercent": 50}}}
+    ) == PredictiveSpec(180.0, 50, 604800.0, 25)
+    with pytest.raises(InvalidPolicy, match=r"spec\.predictive\.maxErrorPercent"):
+        parse_predictive({"spec": {"predictive": {"maxErrorPercent": 101}}})
+    with pytest.raises(InvalidPolicy, match="expected an object, got str"):
+        parse_predictive({"spec": {"predictive": "yes"}})
