@@ -12,7 +12,8 @@ policy file, drives the very same decision core (``scaling.engine.Engine``) in c
   memory above the simulated limit is an OOM kill (``"oom": true``);
 * every decision is applied after ``--delay`` seconds (pod start-up), and the simulated workload
   reports its new spec as a ``workload`` event, as a collector would;
-* named series (custom metrics) are replayed as recorded: they cannot be re-derived in general.
+* named series (custom metrics) are replayed as recorded, but per-pod samples (with ``pod``), which
+  are summed over the recorded pods and divided over the simulated ones, like the usage.
 
 Outcomes per policy and workload: requested CPU core-hours and memory GiB-hours (cost), hours with
 usage above requests and above limits, samples at max replicas with CPU demand above capacity
@@ -199,9 +200,13 @@ def simulate_one(
     # The one workload's state: each tick's samples and reconcile go to it directly (the engine's
     # own ``process`` and ``flush`` look it up, and flush sorts the keys of its one state).
     state = engine.state_for(ref.key)
-    state.publish_own = False  # the own hpa/vpa events would be dropped here: not built at all
+    hpa_acts = policy.kind in HPA_OBJECT_KINDS
+    # The own hpa/vpa events would be dropped here: not built at all, but for a policy whose HPA
+    # scales the workload (its events carry the HPA's desired replicas).
+    state.publish_own = hpa_acts
     first = sim.workload_event(ref, t0)
     pending: list[tuple[float, dict[str, Any]]] = []
+    hpa_desired: list[float] = []  # (tick, desired replicas) of the policy's HPA, when it acts
 
     def take(emitted: list[Emitted]) -> None:
         """Queue the applied decisions among ``emitted`` for ``delay`` after their tick."""
@@ -209,6 +214,23 @@ def simulate_one(
             if kind == "audit" and ev["type"] == DECISION and not ev["data"]["dry_run"]:
                 pending.append((ev["data"]["tick"] + delay, ev["data"]))
                 out.decisions += 1
+            elif kind == "hpa" and hpa_acts:
+                hpa_desired[:] = [ev["ts"], ev["desired_replicas"]]
+
+    def hpa_scale() -> None:
+        """The policy's HPA rescales the workload as the HPA controller would (``delay`` to the
+        new pods' readiness, as for a decision): to its desired replicas, whenever these differ
+        from what the workload has or is about to have."""
+        if not hpa_desired:
+            return
+        tick, desired = hpa_desired
+        have = sim.replicas
+        for _, data in pending:
+            if "replicas" in data:
+                have = data["replicas"]["to"]
+        if desired != have:
+            pending.append((tick + delay, {"replicas": {"from": have, "to": int(desired)}}))
+            out.decisions += 1
 
     def feed(raw: dict[str, Any], event: Any = None) -> None:
         if record is not None and raw:
@@ -260,7 +282,7 @@ def simulate_one(
         short = books.shortfall(totals)
         while next_series is not None and next_series[0] <= ts:
             s_ts, raw_series = next_series
-            feed({"type": "metric", "ts": s_ts, "workload": ref.as_dict(), "samples": raw_series})
+            feed({"type": "metric", "ts": s_ts, "workload": ref.as_dict(), "samples": _per_pod(raw_series, names)})
             next_series = next(series, None)
         samples: list[ContainerSample] = []
         over = 0
@@ -311,6 +333,8 @@ def simulate_one(
         emitted = flush_state(state, settings)
         if emitted:
             take(emitted)
+        if hpa_acts:
+            hpa_scale()
         if (
             max_replicas is not None
             and n >= max_replicas
@@ -320,6 +344,33 @@ def simulate_one(
     out.samples = len(demand.points)
     return out
 
+
+def _per_pod(raw: list[dict[str, Any]], names: Sequence[str]) -> list[dict[str, Any]]:
+    """Recorded series samples as the simulated pods would report them.
+
+    A sample without ``pod`` (a workload's series: a queue length, a request rate at the load
+    balancer) is replayed as recorded.  Samples with ``pod`` measure a pod's share of the load
+    (requests per second per pod): like the CPU and memory demand they are summed over the
+    recorded pods and divided evenly over the simulated ones, so a policy scaling on them (Nanit's
+    custom HPA on a per-pod rate) sees the load per pod its own replica count makes."""
+    if not any("pod" in x for x in raw):
+        return raw
+    kept = [x for x in raw if "pod" not in x]
+    totals: dict[str, float] = {}
+    for x in raw:
+        if "pod" in x:
+            totals[x["series"]] = totals.get(x["series"], 0.0) + float(x["value"])
+    for name, total in sorted(totals.items()):
+        kept.extend({"pod": pod, "series": name, "value": total / len(names)} for pod in names)
+    return kept
+
+
+#: Policy kinds whose horizontal side is an HPA object of their own, which the HPA controller runs:
+#: their decisions set the HPA's min/max replicas and targets, never the replicas.  The simulator
+#: runs that HPA (tandem's own HPA recommender on the simulated pods, ``scaling.own.own_hpa``: the
+#: HPA the policy would have created, docs/tortoise.md "tandem's own HPA and VPA") and applies its
+#: desired replicas.  Tortoise creates an HPA (reference 2.g); Hvpa decides replicas itself.
+HPA_OBJECT_KINDS = frozenset({"Tortoise"})
 
 _new_tuple = tuple.__new__
 #: The raw JSON of the metric events simulate builds typed (none: nothing reads it; read only).

@@ -44,6 +44,8 @@ __all__ = [
 
 MIB = 2**20
 STEP = 60.0  # one sample a minute, as the collector writes
+#: The request rate's series in the streams (requests per second, per pod).
+SERIES = "http_requests_per_second"
 
 
 @dataclass(frozen=True)
@@ -253,8 +255,9 @@ def demand_lines(
 ) -> Iterator[dict[str, Any]]:
     """The stream ``tandem simulate`` reads: per piece a workload (``eu-1/shop/Deployment/<name>``,
     the bundled example's web spec: 2 replicas, 500m/512Mi requests, 1/1Gi limits) and one metric
-    event a minute.  Every piece is shifted to start at the first piece's start, so that the pieces
-    run side by side as workloads of one cluster.  ``scale_to``: the rate that maps to
+    event a minute: the CPU and memory, and the request rate as the series :data:`SERIES`.  Every
+    piece is shifted to start at the first piece's start, so that the pieces run side by side as
+    workloads of one cluster.  ``scale_to``: the rate that maps to
     ``mapping.peak_rps``."""
     factor = mapping.peak_rps / scale_to
     t0 = pieces[0][0][0] if pieces and pieces[0] else 0.0
@@ -285,7 +288,12 @@ def demand_lines(
                 "type": "metric",
                 "ts": ts + shift + STEP,  # a minute's usage is reported at its end
                 "workload": ref,
-                "samples": [{"pod": "trace", "container": "web", "cpu": round(cpu, 4), "memory": memory}],
+                "samples": [
+                    {"pod": "trace", "container": "web", "cpu": round(cpu, 4), "memory": memory},
+                    # The request rate as a per-pod series (the simulator divides it over its pods):
+                    # what Nanit's custom HPA scales on.
+                    {"pod": "trace", "series": SERIES, "value": round(rps, 3)},
+                ],
             }
 
 

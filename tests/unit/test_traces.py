@@ -53,7 +53,10 @@ def test_a_rate_maps_to_cpu_and_memory_by_the_documented_mapping() -> None:
     workload, metric = demand_lines([piece], Mapping(), ["web"], scale_to=ref)
     assert workload["type"] == "workload" and workload["replicas"] == 2
     assert metric["ts"] == at(8, 57)
-    assert metric["samples"] == [{"pod": "trace", "container": "web", "cpu": 0.3696, "memory": 287_280_831}]
+    assert metric["samples"] == [
+        {"pod": "trace", "container": "web", "cpu": 0.3696, "memory": 287_280_831},
+        {"pod": "trace", "series": "http_requests_per_second", "value": 17.972},
+    ]
 
 
 def test_convert_refuses_more_days_than_the_slice_holds(tmp_path: Path) -> None:

@@ -1,0 +1,75 @@
+"""``tandem simulate`` runs the HPA a Tortoise creates, and per-pod series follow the simulated pods."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from analysis.outcomes import Demand
+from analysis.simulate import _per_pod, simulate_one
+from scaling.events import WorkloadRef
+from scaling.settings import Settings
+
+MI = 2**20
+T0 = 1_762_250_400.0
+REF = WorkloadRef("c1", "shop", "Deployment", "web")
+
+TORTOISE: dict[str, Any] = {
+    "apiVersion": "autoscaling.mercari.com/v1beta3",
+    "kind": "Tortoise",
+    "metadata": {"name": "web", "namespace": "shop", "annotations": {"tandem.dev/cluster": "c1"}},
+    "spec": {"updateMode": "Auto", "targetRefs": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}}},
+}
+
+
+def steady(cores: float, minutes: int) -> Demand:
+    """2 pods of 500m (limit 1) and 512Mi (limit 1Gi); ``cores`` and 400Mi of demand each minute."""
+    d = Demand(
+        REF, 2, {"web": {"cpu": 500, "memory": 512 * MI * 1000}}, {"web": {"cpu": 1000, "memory": 1024 * MI * 1000}}
+    )
+    d.points = [(T0 + 60 * i, {"web": (cores, float(400 * MI))}) for i in range(minutes)]
+    return d
+
+
+def replicas_over_time(out: Any) -> list[int]:
+    """The replica counts the workload went through, from the first change on."""
+    seen: list[int] = []
+    for _, n, _ in out.timeline:
+        if not seen or seen[-1] != n:
+            seen.append(n)
+    return seen
+
+
+def test_a_tortoise_hpa_scales_the_workload_to_70_percent_of_the_cpu_request() -> None:
+    # Tortoise creates its HPA on the first reconcile (reference 2.g): min 3, max 100, cpu at 70%.
+    # The workload has 2 replicas, below the HPA's minimum: the HPA sets 3 without reading a
+    # metric (replica_calculator: currentReplicas < minReplicas).  Then 2.1 cores over 3 pods of
+    # 500m is 140%: ceil(3 x 140 / 70) = 6, within the scale-up policy (Percent 100 per 60 s);
+    # at 6 pods, 70%: it holds.
+    out = simulate_one(steady(2.1, 20), TORTOISE, "tortoise", Settings(cluster="c1"), 30.0)
+    assert replicas_over_time(out) == [2, 3, 6]
+    assert out.replica_changes == 2
+    assert (out.evictions, out.saturated_samples) == (0, 0)
+
+
+def test_a_tortoise_hpa_raises_the_replicas_to_its_minimum_of_3() -> None:
+    # 0.1 core is 10% of 2 x 500m: the HPA would scale in, but its minReplicas is Tortoise's
+    # MinimumMinReplicas, 3, above the 2 replicas the workload has.
+    out = simulate_one(steady(0.1, 10), TORTOISE, "tortoise", Settings(cluster="c1"), 30.0)
+    assert replicas_over_time(out) == [2, 3]
+    assert out.replica_changes == 1
+
+
+def test_per_pod_series_are_summed_and_divided_over_the_simulated_pods() -> None:
+    raw = [
+        {"pod": "a", "series": "rps", "value": 30},
+        {"pod": "b", "series": "rps", "value": 30.0},
+        {"series": "queue", "value": 5},
+    ]
+    assert _per_pod(raw, ["sim-0", "sim-1", "sim-2"]) == [
+        {"series": "queue", "value": 5},
+        {"pod": "sim-0", "series": "rps", "value": 20.0},
+        {"pod": "sim-1", "series": "rps", "value": 20.0},
+        {"pod": "sim-2", "series": "rps", "value": 20.0},
+    ]
+    workload_only = [{"series": "queue", "value": 5}]
+    assert _per_pod(workload_only, ["sim-0"]) is workload_only
