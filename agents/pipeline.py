@@ -85,9 +85,19 @@ from scaling.events import decode_event
 from scaling.vocabulary import WATERMARK
 from schemas.codec import encode, loads
 from streams.deadletter import deadletter_record
-from streams.merge import KINDS, Merger, Output, Rejected, Slot, check_routing, decode_watermark, tombstone
-from streams.signing import sign_input
-from streams.topics import TOPIC_OF_TYPE, actuator_topic, topic_name
+from streams.merge import (
+    Merger,
+    Misrouted,
+    Output,
+    Rejected,
+    Slot,
+    check_routing,
+    decode_watermark,
+    source_of,
+    tombstone,
+)
+from streams.signing import InputRefused, sign_input
+from streams.topics import actuator_topic, input_topic, input_topics, topic_name
 
 __all__ = ["MAX_SLOT_BYTES", "Pipeline", "install"]
 
@@ -188,7 +198,12 @@ class Pipeline:
         #: Wall time of the last input that arrived per partition (for the idle flush's latency).
         self._arrived: dict[int, float] = {}
         prefix = settings.prefix
-        self.kind_of_topic = {topic_name(prefix, TOPIC_OF_TYPE[k]): k for k in KINDS}
+        #: Input topic -> (event type, the cluster whose own topic it is, or None for a shared one):
+        #: the shared topics and, with ``--input-clusters``, five topics per listed cluster.
+        self.inputs = input_topics(prefix, settings.input_clusters)
+        #: Input topic -> its source in the merge (streams.merge.source_of: the event type of a
+        #: shared topic, ``type/cluster`` of a cluster's own), and back.
+        self.kind_of_topic = {t: source_of(k, c) for t, (k, c) in self.inputs.items()}
         self.topic_of_kind = {k: t for t, k in self.kind_of_topic.items()}
         self.t_audit = topic_name(prefix, "audit")
         self.t_actuator = topic_name(prefix, "actuator")
@@ -196,8 +211,7 @@ class Pipeline:
         self.keyring = settings.input_keyring
         self.signer = settings.decision_signer
         self.t_deadletter = topic_name(prefix, "deadletter")
-        self.t_recommendation = {"hpa": topic_name(prefix, "hpa"), "vpa": topic_name(prefix, "vpa")}
-        self.merger = Merger(settings.core, grace=settings.merge_grace)
+        self.merger = Merger(settings.core, grace=settings.merge_grace, clusters=settings.input_clusters)
         self.lock = asyncio.Lock()
         #: No silent stall (issue #18): inputs with lag and no progress are logged, gauged, unready.
         self.stalls = StallWatch(settings.stall_timeout, settings.stall_exit)
@@ -408,18 +422,21 @@ class Pipeline:
             arrived = time.time()
             merger = self.merger
             kind_of = self.kind_of_topic
+            inputs = self.inputs
             offer = merger.offer
-            rejects: list[tuple[str, bytes | None, bytes]] = []
+            #: (event type, key, dead letter, topic, reason) of each record refused here
+            rejects: list[tuple[str, bytes | None, bytes, str, str]] = []
             accepted: dict[str, list[float]] = {}  # type -> [count, newest ts]
             touched: set[int] = set()
             read_to = self._read_to
             for ev in events:
                 msg = ev.message
-                kind = kind_of[msg.topic]
+                kind = kind_of[msg.topic]  # the merge's source
+                etype, owner = inputs[msg.topic]
                 partition = msg.partition
                 tp = (msg.topic, partition)
                 last = read_to.get(tp)
-                if last is not None and msg.offset > last + 1 and kind in _GAPLESS:
+                if last is not None and msg.offset > last + 1 and etype in _GAPLESS:
                     # Inputs the consumer never handed over (issue #18): never silent.
                     log.error(
                         "tandem worker: input %s[%d] skipped offsets %d..%d: %d message(s) not delivered",
@@ -430,6 +447,9 @@ class Pipeline:
                         msg.offset - last - 1,
                     )
                     self.stats["skipped"] += msg.offset - last - 1
+                    gap = f"not delivered: offsets {last + 1}..{msg.offset - 1} skipped by the consumer"
+                    record = deadletter_record(msg.topic, partition, last + 1, None, None, gap)
+                    rejects.append((etype, None, record, msg.topic, "not_delivered"))
                 if last is None:
                     self._read_from.setdefault(tp, msg.offset)
                 if last is None or msg.offset > last:
@@ -437,7 +457,7 @@ class Pipeline:
                 value = msg.value
                 try:
                     if value is None:
-                        if kind != "policy":
+                        if etype != "policy":
                             raise InvalidEvent("", "a null message (only the policies topic takes deletions)")
                         raw = tombstone(msg.key, msg.timestamp)
                         event = decode_event(raw)
@@ -446,30 +466,33 @@ class Pipeline:
                         if type(raw) is dict and raw.get("type") == WATERMARK:
                             # A producer's promise about its cluster's events here (docs/worker.md).
                             cluster, mark_ts = decode_watermark(msg.key, raw)
+                            self._check_owner(msg.topic, owner, cluster)
                             if self.keyring is not None:  # a forged mark would release events early
-                                self.keyring.verify(kind, msg.key, value, msg.headers, cluster)
+                                self.keyring.verify(etype, msg.key, value, msg.headers, cluster)
                             merger.mark(partition, kind, msg.offset, cluster, mark_ts, now)
                             self.stats["watermarks"] += 1
                             touched.add(partition)
                             continue
-                        if kind in _OWN and type(raw) is dict and raw.get("source") == "tandem":
+                        if etype in _OWN and type(raw) is dict and raw.get("source") == "tandem":
                             # tandem's own recommendation coming back: the core ignores it (section
                             # 6), and its ts (the tick it was made at) must not hold the merge back.
+                            self._check_owner(msg.topic, owner, _cluster_of(msg.key))
                             if self.keyring is not None:
                                 # Only a worker writes these, signed (issue #29): one it did not
                                 # sign is refused and dead-lettered, never dropped in silence.
-                                self.keyring.verify(kind, msg.key, value, msg.headers, _cluster_of(msg.key))
+                                self.keyring.verify(etype, msg.key, value, msg.headers, _cluster_of(msg.key))
                             merger.observe(partition, kind, msg.offset, None, now)
                             self.stats["own"] += 1
                             continue
                         event = decode_event(raw)
-                    check_routing(kind, msg.key, event)
+                    check_routing(etype, msg.key, event)
+                    self._check_owner(msg.topic, owner, event.workload.cluster)
                     if self.keyring is not None:  # may the writer speak for this cluster? (InvalidEvent if not)
-                        self.keyring.verify(kind, msg.key, value, msg.headers, event.workload.cluster)
+                        self.keyring.verify(etype, msg.key, value, msg.headers, event.workload.cluster)
                     if offer(partition, kind, msg.offset, raw, event, now):
-                        acc = accepted.get(kind)
+                        acc = accepted.get(etype)
                         if acc is None:
-                            accepted[kind] = [1, event.ts]
+                            accepted[etype] = [1, event.ts]
                         else:
                             acc[0] += 1
                             if event.ts > acc[1]:
@@ -479,7 +502,7 @@ class Pipeline:
                 except InvalidEvent as exc:
                     merger.observe(partition, kind, msg.offset, None, now)
                     record = deadletter_record(msg.topic, partition, msg.offset, msg.key, value, str(exc))
-                    rejects.append((kind, msg.key, record))
+                    rejects.append((etype, msg.key, record, msg.topic, drop_reason(exc)))
                     continue
                 touched.add(partition)
                 self._arrived[partition] = arrived
@@ -735,7 +758,7 @@ class Pipeline:
                         for p in sorted(self.assigned):
                             where = " ".join(
                                 f"{k}={starts[TP(self.topic_of_kind[k], p)]}"
-                                for k in KINDS
+                                for k in self.topic_of_kind
                                 if TP(self.topic_of_kind[k], p) in starts
                             )
                             log.info("tandem worker: partition %d resumes at %s; %s", p, where, self.merger.story(p))
@@ -748,7 +771,7 @@ class Pipeline:
     async def _learn_ends(self, generation: int) -> None:
         """Ask the broker for the end offsets of the assigned inputs (for the stall watch only)."""
         try:
-            tps = [TP(self.topic_of_kind[k], p) for p in self.assigned for k in KINDS]
+            tps = [TP(t, p) for p in self.assigned for t in self.kind_of_topic]
             ends = await self.app.consumer.highwaters(*tps) if tps else {}
             if generation == self.generation:
                 self._ends = {(tp.topic, tp.partition): off for tp, off in ends.items() if off is not None}
@@ -767,7 +790,7 @@ class Pipeline:
         """
         consumer = self.app.consumer
         committed = committed_offsets(consumer)
-        tps = [TP(self.topic_of_kind[k], p) for p in self.assigned for k in KINDS]
+        tps = [TP(t, p) for p in self.assigned for t in self.kind_of_topic]
         unknown = []
         starts: dict[TP, int] = {}
         for tp in tps:
@@ -794,7 +817,7 @@ class Pipeline:
             pause.extend(TP(self.topic_of_kind[k], p) for k in to_pause)
             resume.extend(TP(self.topic_of_kind[k], p) for k in to_resume)
         if self._freeze is not None:
-            frozen = [TP(self.topic_of_kind[self._freeze], p) for p in self.assigned]
+            frozen = [TP(t, p) for t, (k, _) in self.inputs.items() if k == self._freeze for p in self.assigned]
             resume = [tp for tp in resume if tp not in frozen]
             pause.extend(frozen)
             if frozen and not self._freeze_logged:
@@ -836,7 +859,7 @@ class Pipeline:
         if self._hang_fetch is not None:
             trigger, self._hang_fetch = self._hang_fetch, None
             await in_consumer_thread(self.app, lambda c: hang_one_fetch(c, trigger))
-        frozen = {self.topic_of_kind[self._freeze]} if self._freeze else set()
+        frozen = {t for t, (k, _) in self.inputs.items() if k == self._freeze}
 
         def paused(consumer: Any) -> set[tuple[str, int]]:
             return {(tp.topic, tp.partition) for tp in consumer.paused()}
@@ -859,7 +882,7 @@ class Pipeline:
                 out[kind] = None
         return out
 
-    async def _publish(self, out: Output, rejects: Sequence[tuple[str, bytes | None, bytes]]) -> None:
+    async def _publish(self, out: Output, rejects: Sequence[tuple[str, bytes | None, bytes, str, str]]) -> None:
         """Send outputs and dead letters, and wait until the broker has them all.
 
         Their Kafka timestamp is processing time (the producer's default): the event time is in the
@@ -875,7 +898,7 @@ class Pipeline:
             self.stats["late"] += 1
             log.info(
                 "tandem worker: late input %s[%d]@%d for %s: ts %s belongs to tick %s, already decided through %s",
-                self.topic_of_kind[late.kind],
+                self._input_topic(late.kind, late.key),
                 late.partition,
                 late.offset,
                 late.key,
@@ -902,17 +925,29 @@ class Pipeline:
                     if applied:
                         self.stats["decisions"] += 1
                 self.stats["audit"] += 1
-            elif kind in self.t_recommendation:
+            elif kind in _OWN:
                 headers = self._own_headers(kind, key, k, value) if self.keyring is not None else None
-                futures.append(await send(self.t_recommendation[kind], k, value, None, None, headers))
+                futures.append(await send(self._input_topic(kind, key), k, value, None, None, headers))
                 self.stats["recommendations"] += 1
             else:  # pragma: no cover - the core emits only these kinds
                 log.error("tandem worker: unknown output kind %r dropped", kind)
         for r in out.rejected:
             futures.append(await send(self.t_deadletter, r.key.encode(), self._rejected_record(r), None, None, None))
-        for _kind, key, value in rejects:
+        for late in out.late:
+            # Dead-lettered with its reason like every drop (issue #29): applied, but its tick was
+            # decided without it, and a dead-letter reader sees every input not taken as it came.
+            record = deadletter_record(
+                self._input_topic(late.kind, late.key),
+                late.partition,
+                late.offset,
+                late.key.encode(),
+                encode(late.raw),
+                late.error,
+            )
+            futures.append(await send(self.t_deadletter, late.key.encode(), record, None, None, None))
+        for _kind, key, value, _topic, _reason in rejects:
             futures.append(await send(self.t_deadletter, key, value, None, None, None))
-        self.stats["deadletter"] += len(out.rejected) + len(rejects)
+        self.stats["deadletter"] += len(out.rejected) + len(rejects) + len(out.late)
         if futures:
             await asyncio.gather(*futures)
 
@@ -926,10 +961,29 @@ class Pipeline:
         signing = min(mine, key=lambda ik: ik.key_id) if mine else None
         return [sign_input(signing, kind, k, value)] if signing is not None else None
 
+    def _input_topic(self, kind: str, key: str) -> str:
+        """The input topic of ``kind`` events of the workload ``key`` (its cluster's own, or the shared one)."""
+        return input_topic(self.settings.prefix, kind, key.split("/", 1)[0], self.settings.input_clusters)
+
+    def _check_owner(self, topic: str, owner: str | None, cluster: str) -> None:
+        """A record of ``cluster`` read from ``topic`` (owned by the cluster ``owner``, None: shared)
+        belongs there: a cluster with input topics of its own is read from those alone, so that the
+        principals that may write elsewhere cannot speak for it (issue #29; Kafka's ACLs keep the
+        other clusters' collectors off its topics)."""
+        if owner is None:
+            if cluster in self.settings.input_clusters:
+                raise Misrouted(
+                    "workload.cluster",
+                    f"cluster {cluster!r} has input topics of its own (--input-clusters): "
+                    f"its records on the shared topic {topic} are refused",
+                )
+        elif cluster != owner:
+            raise Misrouted("workload.cluster", f"a record of cluster {cluster!r} on cluster {owner!r}'s topic {topic}")
+
     def _report(
         self,
         accepted: dict[str, list[float]],
-        rejects: Sequence[tuple[str, bytes | None, bytes]],
+        rejects: Sequence[tuple[str, bytes | None, bytes, str, str]],
         out: Output,
         arrived: float | None,
     ) -> None:
@@ -939,12 +993,16 @@ class Pipeline:
         for kind, (count, ts) in accepted.items():
             metrics.observe_event(kind, ts, int(count))
             newest = ts if newest is None or ts > newest else newest
-        for kind, _, _ in rejects:
-            metrics.observe_rejected(kind)
+        for kind, _, _, topic, reason in rejects:
+            if reason != "not_delivered":
+                metrics.observe_rejected(kind)
+            metrics.observe_dropped(topic, reason)
         for r in out.rejected:
             metrics.observe_rejected(r.kind)
+            metrics.observe_dropped(self._input_topic(r.kind, r.key), _core_reason(r))
         for late in out.late:
             metrics.observe_late(late.kind)
+            metrics.observe_dropped(self._input_topic(late.kind, late.key), "late")
         for _, kind, ev in out.emitted:
             if kind == "audit":
                 metrics.observe_emitted(ev, arrived)
@@ -967,7 +1025,7 @@ class Pipeline:
     def _rejected_record(self, r: Rejected) -> bytes:
         log.warning("tandem worker: rejected %s[%d]@%d: %s", r.kind, r.partition, r.offset, r.error)
         return deadletter_record(
-            self.topic_of_kind[r.kind], r.partition, r.offset, r.key.encode(), encode(r.raw), r.error
+            self._input_topic(r.kind, r.key), r.partition, r.offset, r.key.encode(), encode(r.raw), r.error
         )
 
     def _checkpoint_due(self, now: float) -> bool:
@@ -1127,6 +1185,20 @@ class Pipeline:
         # Outputs acknowledged, then state, then offsets: the caller waits for the broker, not for
         # Faust's flush before a commit, which gives up under load (agents/fence.py, ConfirmedTable).
         return table.take_unconfirmed()
+
+
+def drop_reason(exc: InvalidEvent) -> str:
+    """The ``reason`` label of ``tandem_events_dropped_total`` for an input refused as it was read."""
+    if isinstance(exc, InputRefused):
+        return "not_authenticated"
+    if isinstance(exc, Misrouted):
+        return "misrouted"
+    return "invalid"
+
+
+def _core_reason(r: Rejected) -> str:
+    """The ``reason`` of an input the core refused when it was released."""
+    return "internal_error" if r.error.startswith("internal error: ") else "invalid"
 
 
 def _cluster_of(key: bytes | None) -> str:

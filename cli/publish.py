@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"tandem publish: policy: {exc}", file=sys.stderr)
         return 2
 
-    plan = messages(settings.prefix, policies, events, first_ts)
+    plan = messages(settings.prefix, policies, events, first_ts, settings.input_clusters)
     if settings.input_signing is not None:
         unsigned = sorted({k.split("/", 1)[0] for k in plan.workloads} - set(settings.input_signing))
         if unsigned:
@@ -120,6 +120,12 @@ def run(args: argparse.Namespace) -> int:
         f"tandem publish: {sent} message(s) ({by_type or 'none'}) for {len(plan.workloads)} workload(s) "
         f"to {settings.prefix}* on {settings.bootstrap} in {elapsed:.1f} s ({rate:.0f}/s); "
         f"read {stats.read} line(s) from {stats.files} file(s), rejected {stats.rejected}.",
+        file=sys.stderr,
+    )
+    # Late or refused is the worker's judgement as it reads them, which a producer cannot see.
+    print(
+        "tandem publish: the worker dead-letters each record it finds late or refuses, with its reason, on "
+        f"{settings.prefix}deadletter and counts it in tandem_events_dropped_total{{topic,reason}}.",
         file=sys.stderr,
     )
     return 0

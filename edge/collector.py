@@ -31,6 +31,11 @@ Each watch resumes from the last resourceVersion it saw and relists on ``410 Gon
 turns objects that vanished meanwhile into deletions.  A resource that is not served (a CRD not
 installed) or forbidden is retried every 30 s.
 
+**Topics.**  Each event goes to its cluster's input topics: ``<prefix><topic>.<cluster>`` when the
+cluster is listed in ``--input-clusters`` (``TANDEM_INPUT_CLUSTERS``, the worker's list), which
+Kafka ACLs let this cluster's collector alone write (scripts/kafka-acls.sh), else the shared
+``<prefix><topic>``; its watermarks go to the same topics.
+
 **Event time.**  The collector is the one place where processing time becomes event time: every
 event's ``ts`` is the wall-clock time at which the collector observed the state it reports (the
 watch event, the scrape), in milliseconds, never going backwards per workload, and the Kafka
@@ -45,7 +50,10 @@ rejects (it logs and drops it instead).
 written with ``--out``), ``tandem_events_rejected_total{type}`` those its own validation refused,
 ``tandem_kube_api_latency_seconds{operation}`` times the lists (``list_<plural>``,
 ``list_pod_metrics``) and the ``metrics.k8s.io`` discovery (``discover_pod_metrics``); a watch is a
-long-lived stream, not timed.  ``/readyz`` is the liveness unless ``--ready-max-event-age`` is set
+long-lived stream, not timed.  ``tandem_events_dropped_total{topic,reason="not_authorized"}`` counts
+the records the broker refused (a topic this collector's principal may not write: with
+``--input-clusters``, another cluster's topics); each is logged and dead-lettered with the refusal.
+``/readyz`` is the liveness unless ``--ready-max-event-age`` is set
 (a quiet cluster rightly produces no event for a long time).
 """
 
@@ -81,10 +89,11 @@ from edge.translate import Collector, Refusal
 from ops.errors import describe
 from ops.retry import start_retrying
 from scaling.events import PolicyEvent, decode_event
+from scaling.vocabulary import EVENT_TYPES
 from schemas.codec import encode
 from streams.deadletter import deadletter_record
 from streams.merge import policy_key, watermark
-from streams.topics import TOPIC_OF_TYPE, ensure_topics, topic_name
+from streams.topics import ensure_topics, input_topic, topic_name
 
 __all__ = ["COLLECTOR_COMPONENT", "CollectorConfig", "deadletter_value", "run"]
 
@@ -166,74 +175,132 @@ def deadletter_value(refusal: Refusal, topic: str) -> bytes:
 
 
 class _KafkaSink:
-    def __init__(self, settings: Any) -> None:
+    def __init__(self, settings: Any, metrics: Any = None) -> None:
         from aiokafka import AIOKafkaProducer
 
-        self.topics = {t: topic_name(settings.prefix, s) for t, s in TOPIC_OF_TYPE.items()}
         self.deadletter = topic_name(settings.prefix, "deadletter")
         self.settings = settings
+        #: ops.observability.Metrics (or None): the records the broker refused are counted there.
+        self.metrics = metrics
+        #: Topics whose refusal has been logged (once each, a refusal repeats every scrape).
+        self._refused: set[str] = set()
         self.producer = AIOKafkaProducer(**settings.client_kwargs(), acks="all", enable_idempotence=True, linger_ms=5)
         #: Held while events are stamped-and-sent or a round of watermarks goes out (FIFO), so that a
         #: watermark at ``W`` follows every event stamped before ``W`` in each topic-partition.
         self.lock = asyncio.Lock()
 
+    def topic(self, kind: str, cluster: str) -> str:
+        """The input topic of ``cluster``'s ``kind`` events (its own with ``--input-clusters``)."""
+        return input_topic(self.settings.prefix, kind, cluster, getattr(self.settings, "input_clusters", ()))
+
     async def start(self) -> None:
         await self.producer.start()
+
+    async def _refuse(self, topic: str, records: Sequence[tuple[bytes | None, bytes]], exc: BaseException) -> None:
+        """Records the broker would not take on ``topic`` (an ACL): counted, logged once per topic,
+        dead-lettered with the refusal (best effort: the dead-letter topic may be refused too)."""
+        error = f"not authorized: the broker refused the write to {topic} ({describe(exc)})"
+        if self.metrics is not None:
+            self.metrics.observe_dropped(topic, "not_authorized", len(records))
+        if topic not in self._refused:
+            self._refused.add(topic)
+            log.error("%d record(s) dropped: %s; is --input-clusters the worker's list?", len(records), error)
+        try:
+            futures = [
+                await self.producer.send(
+                    self.deadletter, value=deadletter_record(topic, None, None, k, v, error), key=k
+                )
+                for k, v in records
+            ]
+            await asyncio.gather(*futures)
+        except Exception as failed:
+            log.warning("the records refused on %s are not on the dead-letter topic: %s", topic, describe(failed))
+
+    async def _send_all(self, records: Sequence[tuple[str, bytes, bytes, int | None, int, Any]]) -> None:
+        """Send ``(topic, key, value, partition, timestamp_ms, headers)`` records and wait for the
+        broker; those of a topic it refuses to this principal go to :meth:`_refuse`, the rest is sent."""
+        from aiokafka.errors import TopicAuthorizationFailedError
+
+        futures: list[tuple[str, bytes, bytes, Any]] = []
+        refused: dict[str, list[tuple[bytes | None, bytes]]] = {}
+        errors: dict[str, BaseException] = {}
+        for topic, key, value, partition, ts_ms, headers in records:
+            if topic in errors:
+                refused[topic].append((key, value))
+                continue
+            try:
+                fut = await self.producer.send(
+                    topic, value=value, key=key, partition=partition, timestamp_ms=ts_ms, headers=headers
+                )
+            except TopicAuthorizationFailedError as exc:
+                errors[topic] = exc
+                refused.setdefault(topic, []).append((key, value))
+                continue
+            futures.append((topic, key, value, fut))
+        results = await asyncio.gather(*(f for *_, f in futures), return_exceptions=True)
+        for (topic, key, value, _), result in zip(futures, results, strict=True):
+            if isinstance(result, TopicAuthorizationFailedError):
+                errors.setdefault(topic, result)
+                refused.setdefault(topic, []).append((key, value))
+            elif isinstance(result, BaseException):
+                raise result
+        for topic, dropped in refused.items():
+            await self._refuse(topic, dropped, errors[topic])
 
     async def watermark(self, cluster: str, ts: float) -> None:
         """A round of watermarks (docs/contract.md §3a): every event of ``cluster`` stamped up to
         ``ts`` has been sent, so the worker may decide its ticks up to there, whatever the delays
         between the topics' batches (docs/worker.md, "Order across topics")."""
+        from aiokafka.errors import TopicAuthorizationFailedError
+
         async with self.lock:
-            futures = []
+            records = []
             key = cluster.encode()
             value = encode(watermark(cluster, ts))
-            for type_, topic in self.topics.items():
+            for type_ in EVENT_TYPES:
+                topic = self.topic(type_, cluster)
                 headers = self.settings.input_headers(type_, key, value)
-                for p in sorted(await self.producer.partitions_for(topic)):
-                    futures.append(
-                        await self.producer.send(
-                            topic, value=value, key=key, partition=p, timestamp_ms=round(ts * 1000), headers=headers
-                        )
-                    )
-            await asyncio.gather(*futures)
+                try:
+                    parts = sorted(await self.producer.partitions_for(topic))
+                except TopicAuthorizationFailedError as exc:
+                    await self._refuse(topic, [(key, value)], exc)
+                    continue
+                for p in parts:
+                    records.append((topic, key, value, p, round(ts * 1000), headers))
+            await self._send_all(records)
 
     async def send(self, events: Sequence[dict[str, Any]]) -> None:
         async with self.lock:
             await self._send(events)
 
     async def _send(self, events: Sequence[dict[str, Any]]) -> None:
+        from aiokafka.errors import TopicAuthorizationFailedError
         from aiokafka.partitioner import DefaultPartitioner
 
-        futures = []
+        records = []
         for ev in events:
             key = "/".join(ev["workload"][f] for f in ("cluster", "namespace", "kind", "name")).encode()
+            topic = self.topic(ev["type"], ev["workload"]["cluster"])
             partition = None
+            value = encode(ev)
             if ev["type"] == "policy":
                 policy = decode_event(ev)
                 if isinstance(policy, PolicyEvent) and policy.identity is not None:
                     # One compacted record per policy, on its workload's partition (docs/contract.md §2).
-                    topic = self.topics["policy"]
-                    parts = sorted(await self.producer.partitions_for(topic))
+                    try:
+                        parts = sorted(await self.producer.partitions_for(topic))
+                    except TopicAuthorizationFailedError as exc:
+                        await self._refuse(topic, [(policy_key(policy), value)], exc)
+                        continue
                     partition = DefaultPartitioner()(key, parts, parts)
                     key = policy_key(policy)
-            value = encode(ev)
             headers = self.settings.input_headers(ev["type"], key, value)  # tandem-mac (streams.signing)
-            futures.append(
-                await self.producer.send(
-                    self.topics[ev["type"]],
-                    value=value,
-                    key=key,
-                    partition=partition,
-                    timestamp_ms=round(ev["ts"] * 1000),
-                    headers=headers,
-                )
-            )
-        if futures:
-            await asyncio.gather(*futures)
+            records.append((topic, key, value, partition, round(ev["ts"] * 1000), headers))
+        if records:
+            await self._send_all(records)
 
     async def dead_letter(self, refusal: Refusal) -> bool:
-        value = deadletter_value(refusal, self.topics["policy"])
+        value = deadletter_value(refusal, self.topic("policy", refusal.event["workload"]["cluster"]))
         await (await self.producer.send(self.deadletter, value=value, key=refusal.key.encode()))
         return True
 
@@ -314,6 +381,8 @@ async def run(
     if metrics is not None and collector.metrics is None:
         collector.metrics = metrics
     metrics = collector.metrics
+    if isinstance(sink, _KafkaSink):
+        sink.metrics = metrics
 
     async def send(events: list[dict[str, Any]]) -> None:
         await sink.send(events)

@@ -19,6 +19,7 @@ call                               metric
 =================================  ==========================================================
 ``observe_event(type, ts)``        ``tandem_events_total{type}``; the newest event time
 ``observe_rejected(type)``         ``tandem_events_rejected_total{type}``
+``observe_dropped(topic, reason)`` ``tandem_events_dropped_total{topic,reason}``
 ``observe_emitted(ev, arrival)``   ``tandem_decisions_total{kind,action}``,
                                    ``tandem_blocked_changes_total{reason}``,
                                    ``tandem_decision_latency_seconds``, ``tandem_tick_lag_seconds``,
@@ -142,6 +143,14 @@ class Metrics:
             ["type"],
             registry=r,
         )
+        self.dropped = Counter(
+            "tandem_events_dropped_total",
+            "Input records not taken as they came, by input topic and reason (invalid, "
+            "not_authenticated, misrouted, late, not_delivered, internal_error: dead-lettered by the "
+            "worker; not_authorized: a write the broker refused, counted by the collector).",
+            ["topic", "reason"],
+            registry=r,
+        )
         self.decisions = Counter(
             "tandem_decisions_total",
             "Decision CloudEvents emitted, by policy kind and action (what the decision changes).",
@@ -223,6 +232,10 @@ class Metrics:
     def observe_rejected(self, type_: str | None, n: int = 1) -> None:
         """``n`` input events were rejected; an undecodable one has type ``unknown``."""
         self.rejected.labels(type=type_ or "unknown").inc(n)
+
+    def observe_dropped(self, topic: str, reason: str, n: int = 1) -> None:
+        """``n`` input records of ``topic`` were dropped for ``reason`` (each is also a dead letter)."""
+        self.dropped.labels(topic=topic, reason=reason).inc(n)
 
     # ------------------------------------------------------------------------------ outputs
 

@@ -8,7 +8,10 @@
 #   --worker NAME          the worker's user (default worker): principal User:NAME
 #   --app-id ID            the worker's consumer group (default <prefix>worker; TANDEM_APP_ID)
 #   --clusters a,b         one collector (User:collector-<c>) and one applier (User:applier-<c>) per cluster
-#   --publisher NAME       also a user that may write every input topic (tandem publish)
+#   --input-clusters a,b   the clusters with input topics of their own (the worker's --input-clusters;
+#                          TANDEM_INPUT_CLUSTERS): their collectors write those five topics and no other
+#   --publisher NAME       also a user that may write every input topic (tandem publish), the shared
+#                          ones and those of the --input-clusters
 #   --auditor NAME         also a user that may read the audit topic (tandem audit --broker)
 #   --dry-run              print the kafka-acls commands instead of running them
 #
@@ -18,7 +21,10 @@
 #                 Read, Describe on its consumer group
 #   collector-c   Write, Describe on P{metrics,workloads,hpa,vpa,policies} and P deadletter (the policy
 #                 objects it refuses): it can write inputs, read nothing; the worker refuses its records
-#                 for another cluster (streams/signing.py)
+#                 for another cluster (streams/signing.py).  For c in --input-clusters, on its own five
+#                 topics P{metrics,...,policies}.c instead of the shared ones, so that no other collector
+#                 can write (nor compact away) what the worker rebuilds c from.  Literal ACLs, one per
+#                 topic: a prefixed ACL on P metrics.eu-1 would also grant P metrics.eu-10.
 #   applier-c     Read, Describe on P actuator.<c> (the worker must run with --actuator-clusters naming c)
 #                 and on its group tandem-applier-<c>; Write, Describe on P audit (its results)
 #
@@ -37,6 +43,7 @@ prefix="${TANDEM_TOPIC_PREFIX:-tandem.}"
 worker="worker"
 app_id="${TANDEM_APP_ID:-}"
 clusters=""
+input_clusters="${TANDEM_INPUT_CLUSTERS:-}"
 publisher=""
 auditor=""
 bootstrap=""
@@ -54,6 +61,7 @@ while [[ $# -gt 0 ]]; do
         --worker) worker="${2:?}"; shift 2 ;;
         --app-id) app_id="${2:?}"; shift 2 ;;
         --clusters) clusters="${2:?}"; shift 2 ;;
+        --input-clusters) input_clusters="${2?}"; shift 2 ;;
         --publisher) publisher="${2:?}"; shift 2 ;;
         --auditor) auditor="${2:?}"; shift 2 ;;
         --dry-run) dry_run=1; shift ;;
@@ -93,6 +101,22 @@ acl() {  # PRINCIPAL-NAME OPERATIONS(comma) RESOURCE-ARGS...
 inputs=()
 for s in metrics workloads hpa vpa policies; do inputs+=(--topic "${prefix}${s}"); done
 
+# A cluster's own input topics: Kafka takes [a-zA-Z0-9._-] in a topic name (as tandem's --input-clusters).
+own_inputs() {  # CLUSTER -> the --topic arguments of its five topics
+    local c="$1" s
+    for s in metrics workloads hpa vpa policies; do printf -- '--topic\n%s\n' "${prefix}${s}.${c}"; done
+}
+IFS=',' read -r -a input_list <<<"$input_clusters"
+declare -A own=()
+all_own=()
+for c in "${input_list[@]}"; do
+    [[ -n "$c" ]] || continue
+    [[ "$c" =~ ^[A-Za-z0-9._-]+$ ]] || die "--input-clusters: $c cannot be part of a Kafka topic name"
+    own[$c]=1
+    mapfile -t more < <(own_inputs "$c")
+    all_own+=("${more[@]}")
+done
+
 acl "$worker" Read,Write,Create,Describe,DescribeConfigs --topic "$prefix" --resource-pattern-type prefixed
 acl "$worker" Read,Describe --group "$app_id"
 
@@ -100,10 +124,15 @@ IFS=',' read -r -a cluster_list <<<"$clusters"
 for c in "${cluster_list[@]}"; do
     [[ -n "$c" ]] || continue
     [[ "$c" != */* && "$c" != *" "* ]] || die "not a cluster name: $c"
-    acl "collector-$c" Write,Describe "${inputs[@]}" --topic "${prefix}deadletter"
+    if [[ -n "${own[$c]:-}" ]]; then
+        mapfile -t mine < <(own_inputs "$c")
+        acl "collector-$c" Write,Describe "${mine[@]}" --topic "${prefix}deadletter"
+    else
+        acl "collector-$c" Write,Describe "${inputs[@]}" --topic "${prefix}deadletter"
+    fi
     acl "applier-$c" Read,Describe --topic "${prefix}actuator.$c"
     acl "applier-$c" Read,Describe --group "tandem-applier-$c"
     acl "applier-$c" Write,Describe --topic "${prefix}audit"
 done
-if [[ -n "$publisher" ]]; then acl "$publisher" Write,Describe "${inputs[@]}"; fi
+if [[ -n "$publisher" ]]; then acl "$publisher" Write,Describe "${inputs[@]}" "${all_own[@]}"; fi
 if [[ -n "$auditor" ]]; then acl "$auditor" Read,Describe --topic "${prefix}audit"; fi

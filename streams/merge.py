@@ -7,8 +7,11 @@ events of different types at the same ``ts`` commute, so the worker must ingest 
 events in non-decreasing ``ts``, every event with ``ts <= T`` before any with ``ts > T``.
 
 This module does it the way Kafka Streams aligns the partitions of a task by timestamp.  For each
-partition *number* ``p`` a :class:`PartitionClock` tracks, per input topic, the largest ``ts`` read
-from ``(topic, p)`` and where consumption stands against the partition's high watermark.  A message
+partition *number* ``p`` a :class:`PartitionClock` tracks, per input topic (a *source*: the event
+type of a shared topic, ``type/cluster`` for a cluster's own topic, ``--input-clusters``), the
+largest ``ts`` read from ``(topic, p)`` and where consumption stands against the partition's high
+watermark.  A cluster's events are all on one group of five topics, the shared ones or its own, and
+its bounds below are taken over that group.  A message
 read later from ``(topic, p)`` carries a ``ts`` no smaller than what was read before (producers
 write in event-time order: ``tandem publish`` does, collectors do), so no future event of partition
 ``p`` can be older than
@@ -73,6 +76,7 @@ __all__ = [
     "RANK",
     "Late",
     "Merger",
+    "Misrouted",
     "Output",
     "PartitionClock",
     "Rejected",
@@ -82,6 +86,7 @@ __all__ = [
     "decode_watermark",
     "partition_key",
     "policy_key",
+    "source_of",
     "tombstone",
     "watermark",
 ]
@@ -93,6 +98,14 @@ LIVE_LAG = 300.0
 #: Input event types; a type's rank orders events with the same ``ts`` (any fixed order would do).
 KINDS = TIE_ORDER
 RANK = {kind: i for i, kind in enumerate(KINDS)}
+
+
+def source_of(kind: str, cluster: str | None = None) -> str:
+    """The merge's name of an input topic: its event type for a shared topic, ``type/cluster`` for a
+    cluster's own (``--input-clusters``; no cluster name holds a ``/``).  The shared topics keep the
+    names that slots and watermarks were persisted under before clusters had topics of their own."""
+    return kind if cluster is None else f"{kind}/{cluster}"
+
 
 #: An inbox entry: (ts, type rank, offset, raw JSON value, decoded event or None after a reload).
 Entry = tuple[float, int, int, Any, Event | None]
@@ -125,7 +138,10 @@ class SourceClock:
 
 
 class PartitionClock:
-    """The watermarks of one partition number across the input topics.
+    """The watermarks of one partition number across the input topics (sources, :func:`source_of`).
+
+    ``clusters`` are the clusters with input topics of their own: each is a group of five sources
+    whose events and watermarks are its alone; every other cluster's are on the shared group.
 
     ``grace`` (processing-time seconds, Kafka Streams' ``max.task.idle.ms``): a caught-up input is
     judged so from the consumer's latest fetch, and one producer's records of one instant reach the
@@ -140,6 +156,7 @@ class PartitionClock:
         "_recent",
         "advanced",
         "grace",
+        "groups",
         "last_arrival",
         "mark_offsets",
         "marks",
@@ -148,8 +165,15 @@ class PartitionClock:
         "sources",
     )
 
-    def __init__(self, now: float, kinds: Iterable[str] = KINDS, grace: float = 0.0) -> None:
-        self.sources: dict[str, SourceClock] = {k: SourceClock() for k in kinds}
+    def __init__(
+        self, now: float, kinds: Iterable[str] = KINDS, grace: float = 0.0, clusters: Iterable[str] = ()
+    ) -> None:
+        kinds = tuple(kinds)
+        #: Cluster (None: every cluster without topics of its own) -> the sources its events are on.
+        self.groups: dict[str | None, tuple[str, ...]] = {None: kinds}
+        for c in clusters:
+            self.groups[c] = tuple(source_of(k, c) for k in kinds)
+        self.sources: dict[str, SourceClock] = {s: SourceClock() for group in self.groups.values() for s in group}
         #: Processing time (monotonic) of the last input that may change a decision.
         self.last_arrival = now
         self.grace = grace
@@ -157,19 +181,20 @@ class PartitionClock:
         self._recent: deque[tuple[float, float]] = deque()
         #: The largest ``ts`` of an input that arrived ``grace`` seconds ago or earlier.
         self.settled = -INF
-        #: Producers' watermarks: cluster -> input type -> the largest watermark read from that
-        #: type's topic-partition (every event of the cluster with ``ts <=`` it was written before it).
+        #: Producers' watermarks: cluster -> source -> the largest watermark read from that
+        #: topic-partition (every event of the cluster with ``ts <=`` it was written before it).
         self.marks: dict[str, dict[str, float]] = {}
-        #: Where each of those watermarks was read: cluster -> input type -> offset.
+        #: Where each of those watermarks was read: cluster -> source -> offset.
         self.mark_offsets: dict[str, dict[str, int]] = {}
-        #: Watermarks persisted by a previous owner, (ts, offset) per cluster and input type: in
+        #: Watermarks persisted by a previous owner, (ts, offset) per cluster and source: in
         #: force once this worker's position on that input has passed the offset it was read at.
         self.restored: dict[str, dict[str, tuple[float, int]]] = {}
         #: Clusters whose :meth:`cluster_bound` may have risen since the merger last looked.
         self.advanced: set[str] = set()
 
     def observe(self, kind: str, offset: int, ts: float | None, now: float | None = None) -> None:
-        """A message at ``offset`` was read from ``(kind's topic, p)``; ``ts`` None for a rejected one.
+        """A message at ``offset`` was read from ``(kind's topic, p)`` (``kind`` a source,
+        :func:`source_of`); ``ts`` None for a rejected one.
 
         ``now`` (processing time) marks an arrival for the idle detector; pass None for messages
         that cannot change a decision (rejected input, tandem's own recommendations).
@@ -218,8 +243,11 @@ class PartitionClock:
         before it died, and this worker reads again from there.  Until its own position passes
         ``offset``, events written before the watermark may still be on their way to it (issue
         #28's frozen-publisher runs: a restored watermark released an hpa event before the metric
-        of an earlier instant was read again, which then came late)."""
+        of an earlier instant was read again, which then came late).  One of a source this
+        worker does not read (the topic layout changed since) is forgotten."""
         self.marks.setdefault(cluster, {})
+        if kind not in self.sources:
+            return
         have = self.restored.setdefault(cluster, {}).get(kind)
         if have is None or ts > have[0]:
             self.restored[cluster][kind] = (ts, offset)
@@ -242,27 +270,38 @@ class PartitionClock:
         """No event of ``cluster`` read from now on in this partition is older than this; None
         for a cluster whose producer writes no watermarks (its events follow :meth:`bound`).
 
-        The minimum over the input topics of the cluster's watermark in each: Kafka keeps a
-        topic-partition in the order its producer wrote it, so once a watermark has been read from
-        every topic-partition, every event of the cluster up to the smallest of them has been
-        read too.  No processing time and no high watermark is involved: the bound is a function
-        of the records read, so a worker starved of CPU, or one that took the partition over,
-        releases exactly what a calm one releases (issue #28).
+        The minimum over the cluster's input topics (its own five, or the shared ones) of its
+        watermark in each: Kafka keeps a topic-partition in the order its producer wrote it, so
+        once a watermark has been read from every topic-partition, every event of the cluster up
+        to the smallest of them has been read too.  No processing time and no high watermark is
+        involved: the bound is a function of the records read, so a worker starved of CPU, or one
+        that took the partition over, releases exactly what a calm one releases (issue #28).
         """
         marks = self.marks.get(cluster)
         if marks is None:
             return None
-        if len(marks) < len(self.sources):
-            return -INF
-        return min(marks.values())
+        group = self.groups.get(cluster)
+        if group is None:
+            group = self.groups[None]
+        low = INF
+        for source in group:
+            ts = marks.get(source)
+            if ts is None:
+                return -INF
+            if ts < low:
+                low = ts
+        return low
 
     def set_start(self, kind: str, offset: int | None) -> None:
         self.sources[kind].start_offset = offset
         if self.restored:
             self.promote(kind)
 
-    def bound(self, highwaters: Mapping[str, int | None], now: float | None = None) -> float:
-        """No event read from now on in this partition has a ``ts`` below this.
+    def bound(
+        self, highwaters: Mapping[str, int | None], now: float | None = None, sources: Iterable[str] | None = None
+    ) -> float:
+        """No event read from now on from ``sources`` (default: every input of this partition) has
+        a ``ts`` below this.
 
         With ``now`` the grace applies to caught-up inputs (see the class); without it, the bound
         is the structural one, which backpressure uses (a grace ends by itself and must not pause
@@ -279,7 +318,9 @@ class PartitionClock:
             if recent:
                 caught = self.settled
         b = INF
-        for kind, src in self.sources.items():
+        every = self.sources
+        for kind in every if sources is None else sources:
+            src = every[kind]
             if src.caught_up(highwaters.get(kind)):
                 if caught != INF:
                     last = src.last_ts
@@ -309,7 +350,7 @@ class Slot:
     partition: int
     state: WorkloadState
     inbox: list[Entry] = field(default_factory=list)
-    #: Highest offset taken per input type (its topic-partition is the key's partition).
+    #: Highest offset taken per source (:func:`source_of`; its topic-partition is the key's partition).
     seen: dict[str, int] = field(default_factory=dict)
     #: The workload's cluster writes watermarks: its events wait for them, after a rebalance too.
     marked: bool = False
@@ -321,7 +362,7 @@ class Slot:
         return cls(key, partition, WorkloadState(key))
 
     def accept(self, kind: str, offset: int) -> bool:
-        """Take ``offset`` of ``kind``'s topic once: False when it was taken before (a redelivery)."""
+        """Take ``offset`` of source ``kind`` once: False when it was taken before (a redelivery)."""
         last = self.seen.get(kind)
         if last is not None and offset <= last:
             return False
@@ -394,24 +435,30 @@ class Slot:
 # ---------------------------------------------------------------------------------------- routing
 
 
+class Misrouted(InvalidEvent):
+    """A valid record on a topic, key or partition it does not belong on (dead-lettered as
+    ``misrouted``): the wrong type's topic, another cluster's own topic, or a key that is not its
+    workload's."""
+
+
 def check_routing(kind: str, key: bytes | None, event: Event) -> None:
     """An input must sit on its type's topic, keyed by its workload (docs/contract.md §1-2); a
     policy record may be keyed by its workload and policy (:func:`policy_key`)."""
     if event.type != kind:
-        raise InvalidEvent("type", f"a {event.type!r} event on the topic of {kind!r} events")
+        raise Misrouted("type", f"a {event.type!r} event on the topic of {kind!r} events")
     expected = event.workload.key
     if key is None:
-        raise InvalidEvent("key", f"the message has no key; expected the workload key {expected!r}")
+        raise Misrouted("key", f"the message has no key; expected the workload key {expected!r}")
     if key == expected.encode():
         return
     if isinstance(event, PolicyEvent) and event.identity is not None and key == policy_key(event):
         return
     shown = key.decode("utf-8", "backslashreplace")
     if isinstance(event, PolicyEvent) and event.identity is not None:
-        raise InvalidEvent(
+        raise Misrouted(
             "key", f"message key {shown!r} is neither {policy_key(event).decode()!r} nor the workload key {expected!r}"
         )
-    raise InvalidEvent("key", f"message key {shown!r} is not the event's workload key {expected!r}")
+    raise Misrouted("key", f"message key {shown!r} is not the event's workload key {expected!r}")
 
 
 def policy_key(event: PolicyEvent) -> bytes:
@@ -516,6 +563,16 @@ class Late:
     #: The tick the input belonged to, and the last tick decided when it came.
     tick: float
     decided: float
+    #: The input's JSON value (for its dead letter).
+    raw: Any = None
+
+    @property
+    def error(self) -> str:
+        """Why it is dead-lettered (docs/contract.md §2)."""
+        return (
+            f"late: ts {rfc3339(self.ts)} belongs to tick {rfc3339(self.tick)}, already decided through "
+            f"{rfc3339(self.decided)}; applied without a retroactive decision"
+        )
 
 
 @dataclass(slots=True)
@@ -544,10 +601,19 @@ class Merger:
     """
 
     def __init__(
-        self, settings: Settings, kinds: Iterable[str] = KINDS, *, high: int = 1000, low: int = 250, grace: float = 0.0
+        self,
+        settings: Settings,
+        kinds: Iterable[str] = KINDS,
+        *,
+        high: int = 1000,
+        low: int = 250,
+        grace: float = 0.0,
+        clusters: Iterable[str] = (),
     ) -> None:
         self.settings = settings
         self.kinds = tuple(kinds)
+        #: Clusters with input topics of their own (``--input-clusters``; :class:`PartitionClock`).
+        self.clusters = tuple(clusters)
         self.grace = grace
         self.high = high
         self.low = low
@@ -592,7 +658,7 @@ class Merger:
     def clock(self, partition: int, now: float) -> PartitionClock:
         c = self.clocks.get(partition)
         if c is None:
-            c = self.clocks[partition] = PartitionClock(now, self.kinds, self.grace)
+            c = self.clocks[partition] = PartitionClock(now, self.kinds, self.grace, self.clusters)
             for cluster, marks in self._marked.pop(partition, {}).items():
                 c.marks.setdefault(cluster, {})
                 for kind, (ts, offset) in marks.items():
@@ -680,21 +746,22 @@ class Merger:
             self.marks_dirty.add(partition)
 
     def offer(self, partition: int, kind: str, offset: int, raw: Any, event: Event, now: float) -> bool:
-        """Buffer a validated input; False for a redelivered one (already taken)."""
+        """Buffer a validated input read from source ``kind`` (:func:`source_of`: its event type on a
+        shared topic); False for a redelivered one (already taken)."""
         self.clock(partition, now).observe(kind, offset, event.ts, now)
         key = event.workload.key
         slot = self.slots.get(key)
         if slot is None:
             slot = self.slots[key] = Slot.new(key, partition)
         elif slot.partition != partition:
-            raise InvalidEvent(
+            raise Misrouted(
                 "key",
                 f"workload {key!r} lives on partition {slot.partition} but arrived on partition {partition}: "
                 "every producer must partition by the workload key with Kafka's default partitioner",
             )
         if not slot.accept(kind, offset):
             return False
-        slot.inbox.append((event.ts, RANK[kind], offset, raw, event))
+        slot.inbox.append((event.ts, RANK[event.type], offset, raw, event))
         self._waiting[partition].add(key)
         self._buffered[partition] += 1
         self.dirty.add(key)
@@ -737,6 +804,9 @@ class Merger:
         emitted = out.emitted
         drained = []
         legacy: float | None = None
+        groups = clock.groups
+        # The partition's bound over the shared topics, per cluster with its own topics over those.
+        legacies: dict[str, float] = {}
         marks = clock.marks
         bounds: dict[str, float | None] = {}  # per cluster, once per release (a fleet is few clusters)
         for key in keys:
@@ -749,9 +819,14 @@ class Merger:
                 else:
                     cbound = bounds[cluster] = clock.cluster_bound(cluster)
             if cbound is None:
-                if legacy is None:
-                    legacy = clock.bound(highwaters, now)
-                bound = legacy
+                if len(groups) > 1 and (own := _cluster(key)) in groups:
+                    if own not in legacies:
+                        legacies[own] = clock.bound(highwaters, now, groups[own])
+                    bound = legacies[own]
+                else:
+                    if legacy is None:
+                        legacy = clock.bound(highwaters, now, groups[None] if len(groups) > 1 else None)
+                    bound = legacy
             else:
                 bound = cbound
                 slot.marked = True
@@ -780,7 +855,9 @@ class Merger:
                         continue
                     if decided is not None and ts <= decided:
                         # Applied after its tick was decided (a refused one is dead-lettered instead).
-                        late = Late(KINDS[rank], partition, offset, key, ts, tick_of(ts, settings.sync_period), decided)
+                        late = Late(
+                            KINDS[rank], partition, offset, key, ts, tick_of(ts, settings.sync_period), decided, raw
+                        )
                         self._late(out, late)
                     for kind, ev in produced:
                         emitted.append((key, kind, ev))
@@ -869,35 +946,51 @@ class Merger:
     def throttle(self, partition: int, highwaters: Mapping[str, int | None]) -> tuple[list[str], list[str]]:
         """Backpressure (see the module doc): the input types of ``partition`` to pause and to resume.
 
-        Where clusters write watermarks, an input's progress is the smallest of their watermarks
-        read from it (an input without one holds them all back), and the bound the smallest
-        progress: the input a watermark is awaited from is never paused, or nothing would move.
+        Where clusters write watermarks, an input's progress is the smallest of the watermarks
+        read from it of the clusters whose events it carries (an input without one holds them all
+        back), and the bound of a group of inputs (the shared topics, or a cluster's own) the
+        smallest progress in it: the input a watermark is awaited from is never paused, or nothing
+        would move.  A group no cluster with watermarks writes to bounds nothing.
         """
         clock = self.clocks.get(partition)
         if clock is None:
             return [], []
         paused = self.paused[partition]
         buffered = self._buffered.get(partition, 0)
+        groups = clock.groups
+        progress: dict[str, float | None]
+        #: source -> the bound of its group
+        bound_of: dict[str, float] = {}
         if clock.marks:
-            marks = clock.marks.values()
-            progress: dict[str, float | None] = {
-                kind: min((m.get(kind, -INF) for m in marks), default=-INF) for kind in clock.sources
-            }
-            bound = min(p for p in progress.values() if p is not None)
+            progress = {}
+            for group, sources in groups.items():
+                writers = [m for c, m in clock.marks.items() if c == group or (group is None and c not in groups)]
+                if not writers:
+                    for source in sources:
+                        progress[source] = None
+                        bound_of[source] = INF
+                    continue
+                for source in sources:
+                    progress[source] = min(m.get(source, -INF) for m in writers)
+                low = min(p for p in (progress[source] for source in sources) if p is not None)
+                for source in sources:
+                    bound_of[source] = low
         else:
             progress = {kind: src.last_ts for kind, src in clock.sources.items()}
-            bound = clock.bound(highwaters)
+            structural = clock.bound(highwaters)
+            bound_of = dict.fromkeys(clock.sources, structural)
         resume = []
         for kind in sorted(paused):
-            last = progress[kind]
-            if buffered <= self.low or last is None or last <= bound:
+            last = progress.get(kind)
+            if buffered <= self.low or last is None or last <= bound_of.get(kind, INF):
                 resume.append(kind)
         paused.difference_update(resume)
         pause = []
-        if buffered >= self.high and bound != INF:
+        if buffered >= self.high:
             for kind, src in clock.sources.items():
                 last = progress[kind]
-                if kind in paused or last is None or last <= bound:
+                bound = bound_of[kind]
+                if bound == INF or kind in paused or last is None or last <= bound:
                     continue
                 if src.caught_up(highwaters.get(kind)):
                     continue

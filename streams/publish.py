@@ -6,7 +6,8 @@
 Files are read exactly as ``tandem replay`` reads them (``streams.runner.read_sorted``: JSON Lines,
 ``.gz``, ``-`` for stdin; a bad line is reported as ``FILE:LINE: field 'x': why`` and skipped, or is
 fatal under ``--strict``) and ordered the same way: by ``ts``, file order kept for equal ``ts``.
-Each event goes to its type's topic (docs/contract.md §2), keyed by its workload key
+Each event goes to its type's topic (docs/contract.md §2; with ``--input-clusters``, a listed
+cluster's events to its own topics ``<prefix><topic>.<cluster>``), keyed by its workload key
 ``cluster/namespace/kind/name`` (Kafka's default partitioner, like every tandem producer; a policy
 by ``<workload key>#<policy>`` on its workload's partition, one compacted record per policy), with the
 Kafka timestamp set to ``ts`` in milliseconds.  ``--policy`` manifests are published first, as
@@ -21,7 +22,13 @@ cluster with ``ts <=`` the mark has been written to that topic-partition before 
 releases a cluster's events only up to the smallest of its marks, so a worker that reads while the
 publish writes, however starved of CPU the two are, decides what ``tandem replay`` decides
 (docs/worker.md, "Order across topics").  The last mark is the tick of the last event: a
-recording's end is the end of its last tick window, as ``tandem replay`` has it.
+recording's end is the end of its last tick window, as ``tandem replay`` has it.  A cluster with
+topics of its own gets its watermarks there, and only there.
+
+Whether a record is late, or refused, is the worker's judgement when it reads it (what it has
+decided by then), which the publisher cannot see: the worker dead-letters each with its reason and
+counts it in ``tandem_events_dropped_total{topic,reason}`` (docs/operating.md).  What the broker
+refuses (a topic the publisher may not write) fails the command, naming the topic.
 """
 
 from __future__ import annotations
@@ -30,18 +37,19 @@ import asyncio
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from scaling.events import Event, PolicyEvent, decode_event
 from scaling.reconcile import tick_of
+from scaling.vocabulary import EVENT_TYPES
 from schemas.codec import encode
 from streams.merge import partition_key, policy_key, watermark
 from streams.settings import KafkaSettings
-from streams.topics import TOPIC_OF_TYPE, topic_name
+from streams.topics import input_topic, input_topics
 
-__all__ = ["Messages", "Record", "messages", "publish", "warn_retention", "with_watermarks"]
+__all__ = ["Messages", "Record", "messages", "publish", "route", "warn_retention", "with_watermarks"]
 
 _CHUNK = 20_000  # messages in flight before waiting for acknowledgements
 #: Messages between two rounds of watermarks (``--watermark-every``): a round costs one record per
@@ -80,23 +88,29 @@ class _Progress:
 
 
 def with_watermarks(
-    plan: Messages, partitions: dict[str, int], period: float, every: int = WATERMARK_EVERY
+    plan: Messages,
+    partitions: dict[str, int],
+    period: float,
+    every: int = WATERMARK_EVERY,
+    topics_of: Callable[[str], Collection[str]] | None = None,
 ) -> list[Record]:
     """``plan``'s messages with rounds of watermarks: first, every ``every`` messages where an
     instant ends, and last (at the tick of the last event, ``period`` being the sync period).
 
     A round at ``W`` goes after every message with ``ts <= W`` and before any later one, to every
-    partition of every input topic (``partitions``: topic -> count), once per cluster of the plan.
+    partition of every input topic of each cluster of the plan (``partitions``: topic -> count;
+    ``topics_of``: a cluster's input topics, by default every topic of ``partitions``).
     """
     clusters = sorted(plan.clusters)
-    topics = sorted(partitions)
+    every_topic = sorted(partitions)
+    topics = {c: (sorted(topics_of(c)) if topics_of is not None else every_topic) for c in clusters}
 
     def round_at(w: float) -> list[Record]:
         ms = round(w * 1000)
         return [
             (topic, c.encode(), encode(watermark(c, w)), ms, p)
             for c in clusters
-            for topic in topics
+            for topic in topics[c]
             for p in range(partitions[topic])
         ]
 
@@ -127,12 +141,17 @@ async def publish(
     """Send the messages in order and wait for every acknowledgement; return how many were sent.
 
     Given a :class:`Messages` plan and the sync ``period``, with watermarks (:func:`with_watermarks`).
-    With ``settings.input_signing`` each record carries its cluster's ``tandem-mac`` header.
+    With ``settings.input_signing`` each record carries its cluster's ``tandem-mac`` header.  With
+    ``settings.input_clusters`` each record goes to its cluster's topic (:func:`route`).
     """
     from aiokafka import AIOKafkaProducer
     from aiokafka.partitioner import DefaultPartitioner
 
-    kind_of = {topic_name(settings.prefix, s): t for t, s in TOPIC_OF_TYPE.items()}
+    own = settings.input_clusters
+    kind_of = {t: k for t, (k, _) in input_topics(settings.prefix, own).items()}
+
+    def topics_of(cluster: str) -> list[str]:
+        return [input_topic(settings.prefix, k, cluster, own) for k in EVENT_TYPES]
 
     err = err if err is not None else sys.stderr
     producer = AIOKafkaProducer(
@@ -146,12 +165,13 @@ async def publish(
     try:
         records: list[Record]
         if isinstance(messages, Messages):
+            messages = route(messages, settings.prefix, own)
             if period is not None:
                 counts: dict[str, int] = {}
-                for topic in kind_of:
+                for topic in sorted({t for c in messages.clusters for t in topics_of(c)}):
                     found = await producer.partitions_for(topic)
                     counts[topic] = len(found)
-                records = with_watermarks(messages, counts, period, every)
+                records = with_watermarks(messages, counts, period, every, topics_of)
             else:
                 records = [(t, k, v, ms, None) for t, k, v, ms in messages.items]
         else:
@@ -219,19 +239,40 @@ class Messages:
     oldest: dict[str, int] = field(default_factory=dict)
 
 
+def route(plan: Messages, prefix: str, own: Collection[str]) -> Messages:
+    """``plan`` with each record on its cluster's input topic (``--input-clusters`` ``own``): a
+    plan built for the shared topics (``tandem import prometheus --publish``) as well."""
+    if not own:
+        return plan
+    kind_of = {t: k for t, (k, _) in input_topics(prefix).items()}
+    items = []
+    for topic, key, value, ms in plan.items:
+        kind = kind_of.get(topic)
+        if kind is not None:
+            topic = input_topic(prefix, kind, key.split(b"/", 1)[0].decode(), own)
+        items.append((topic, key, value, ms))
+    oldest: dict[str, int] = {}
+    for topic, _, _, ms in items:
+        if topic not in oldest or ms < oldest[topic]:
+            oldest[topic] = ms
+    return Messages(items, plan.ts, plan.counts, plan.workloads, plan.clusters, oldest)
+
+
 def messages(
     prefix: str,
     policies: Sequence[dict[str, Any]],
     events: Sequence[tuple[float, int, Any, Event]],
     first_ts: float,
+    input_clusters: Collection[str] = (),
 ) -> Messages:
-    """The policy events first (stamped ``first_ts``), then the sorted events, each to its type's topic."""
-    names = {t: topic_name(prefix, s) for t, s in TOPIC_OF_TYPE.items()}
+    """The policy events first (stamped ``first_ts``), then the sorted events, each to its type's
+    topic (its cluster's own with ``input_clusters``)."""
     out = Messages()
     for raw in policies:
         event = decode_event(raw)
         key = policy_key(event) if isinstance(event, PolicyEvent) and event.identity else event.workload.key.encode()
-        out.items.append((names["policy"], key, encode(raw), round(first_ts * 1000)))
+        topic = input_topic(prefix, "policy", event.workload.cluster, input_clusters)
+        out.items.append((topic, key, encode(raw), round(first_ts * 1000)))
         out.ts.append(first_ts)
         out.counts["policy"] += 1
         out.clusters.add(raw["workload"]["cluster"])
@@ -240,7 +281,8 @@ def messages(
         out.workloads.add(key)
         out.clusters.add(event.workload.cluster)
         record_key = policy_key(event) if isinstance(event, PolicyEvent) and event.identity else key.encode()
-        out.items.append((names[event.type], record_key, encode(raw), round(ts * 1000)))
+        topic = input_topic(prefix, event.type, event.workload.cluster, input_clusters)
+        out.items.append((topic, record_key, encode(raw), round(ts * 1000)))
         out.ts.append(ts)
         out.counts[event.type] += 1
     for topic, _, _, ts_ms in out.items:

@@ -42,8 +42,14 @@ How a client authenticates and encrypts (``TANDEM_SECURITY_PROTOCOL``, ``TANDEM_
 ``TANDEM_ACTUATOR_CLUSTERS`` (``--actuator-clusters a,b``) gives those clusters their own actuator
 topic ``<prefix>actuator.<cluster>``, which Kafka ACLs can grant to one applier each (the worker, the
 applier and ``tandem topics`` must be given the same list); the other clusters' decisions stay on
-``<prefix>actuator``.  ``TANDEM_INPUT_SIGNING_KEYS`` (``--input-signing-keys FILE``, the commands that
-write inputs) signs every input record with its cluster's key (:mod:`streams.signing`).
+``<prefix>actuator``.  ``TANDEM_INPUT_CLUSTERS`` (``--input-clusters a,b``) does the same for the
+input topics: each listed cluster's events go to its own five topics ``<prefix><topic>.<cluster>``
+(``tandem.metrics.eu-1``, ..., ``tandem.policies.eu-1``), which Kafka ACLs grant to that cluster's
+collector alone, so that no other cluster's collector can write, nor compact away, what a worker
+rebuilds that cluster's state from (issue #29; the worker, the collectors, ``tandem publish`` and
+``tandem topics`` must be given the same list).  ``TANDEM_INPUT_SIGNING_KEYS``
+(``--input-signing-keys FILE``, the commands that write inputs) signs every input record with its
+cluster's key (:mod:`streams.signing`).
 """
 
 from __future__ import annotations
@@ -120,6 +126,8 @@ class KafkaSettings:
     actuator_clusters: tuple[str, ...] = ()
     #: cluster -> the key that signs the input records written for it (streams.signing); None: unsigned.
     input_signing: Mapping[str, InputKey] | None = None
+    #: Clusters whose inputs go to their own topics ``<prefix><topic>.<cluster>`` (opt-in).
+    input_clusters: tuple[str, ...] = ()
 
     @property
     def bootstrap(self) -> str:
@@ -201,6 +209,13 @@ def add_kafka_options(p: argparse.ArgumentParser) -> None:
         help="comma-separated clusters whose decisions go to their own topic <prefix>actuator.<cluster> "
         "(env TANDEM_ACTUATOR_CLUSTERS; give the worker, the appliers and `tandem topics` the same list)",
     )
+    p.add_argument(
+        "--input-clusters",
+        default=env("input_clusters", ""),
+        help="comma-separated clusters whose inputs go to their own topics <prefix><topic>.<cluster> "
+        "(env TANDEM_INPUT_CLUSTERS; give the worker, the collectors, `tandem publish` and `tandem topics` "
+        "the same list)",
+    )
     add_security_options(p)
 
 
@@ -231,6 +246,7 @@ def kafka_settings(args: argparse.Namespace) -> KafkaSettings:
         security_from_args(args),
         actuator_clusters(args),
         input_signing(args),
+        input_clusters(args),
     )
 
 
@@ -240,6 +256,25 @@ def actuator_clusters(args: argparse.Namespace) -> tuple[str, ...]:
     for n in names:
         if "/" in n or not n.isprintable() or " " in n:
             raise ValueError(f"--actuator-clusters: {n!r} is not a cluster name")
+    return names
+
+
+#: What Kafka takes in a topic name: "[a-zA-Z0-9._-]", at most 249 characters (Kafka's Topic.validate,
+#: https://github.com/apache/kafka/blob/trunk/clients/src/main/java/org/apache/kafka/common/internals/Topic.java);
+#: an input cluster's name is part of five topic names.
+_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def input_clusters(args: argparse.Namespace) -> tuple[str, ...]:
+    """``--input-clusters``: names Kafka takes in a topic name, each once."""
+    names = tuple(dict.fromkeys(c.strip() for c in str(getattr(args, "input_clusters", "") or "").split(",")))
+    names = tuple(n for n in names if n)
+    for n in names:
+        if not set(n) <= _TOPIC_CHARS or len(n) > 200:
+            raise ValueError(
+                f"--input-clusters: {n!r} cannot be part of a Kafka topic name (letters, digits, '.', '_', '-'; "
+                "at most 200 characters)"
+            )
     return names
 
 

@@ -36,6 +36,8 @@ __all__ = [
     "TopicSpec",
     "actuator_topic",
     "ensure_topics",
+    "input_topic",
+    "input_topics",
     "list_topics",
     "topic_name",
     "topic_specs",
@@ -75,6 +77,26 @@ def actuator_topic(prefix: str, cluster: str, own_topic_clusters: Collection[str
     return topic_name(prefix, "actuator")
 
 
+def input_topic(prefix: str, kind: str, cluster: str, own_topic_clusters: Collection[str] = ()) -> str:
+    """Where ``cluster``'s input events of type ``kind`` go: ``<prefix><topic>.<cluster>`` when that
+    cluster has its own input topics (``--input-clusters``: Kafka ACLs then let its collector alone
+    write them, so no other cluster's collector can write or compact away what a worker rebuilds the
+    cluster from; issue #29), else the shared ``<prefix><topic>``."""
+    suffix = TOPIC_OF_TYPE[kind]
+    if cluster in own_topic_clusters:
+        return f"{prefix}{suffix}.{cluster}"
+    return topic_name(prefix, suffix)
+
+
+def input_topics(prefix: str, own_topic_clusters: Sequence[str] = ()) -> dict[str, tuple[str, str | None]]:
+    """Every input topic a worker reads: name -> (event type, the cluster that owns it, None when shared)."""
+    out: dict[str, tuple[str, str | None]] = {topic_name(prefix, TOPIC_OF_TYPE[k]): (k, None) for k in EVENT_TYPES}
+    for c in own_topic_clusters:
+        for k in EVENT_TYPES:
+            out[input_topic(prefix, k, c, (c,))] = (k, c)
+    return out
+
+
 @dataclass(frozen=True)
 class TopicSpec:
     suffix: str
@@ -86,20 +108,28 @@ class TopicSpec:
         return self.configs["cleanup.policy"]
 
 
-def topic_specs(prefix: str, retention_ms: int | None = None, actuator_clusters: Sequence[str] = ()) -> list[TopicSpec]:
+def topic_specs(
+    prefix: str,
+    retention_ms: int | None = None,
+    actuator_clusters: Sequence[str] = (),
+    input_clusters: Sequence[str] = (),
+) -> list[TopicSpec]:
     """The topics of section 2; ``retention_ms`` replaces the time retention of the non-compacted ones.
 
-    ``actuator_clusters`` adds one actuator topic ``actuator.<cluster>`` per cluster (same settings).
+    ``actuator_clusters`` adds one actuator topic ``actuator.<cluster>`` per cluster (same settings);
+    ``input_clusters`` five input topics ``<topic>.<cluster>`` per cluster (their shared topic's settings).
     """
     specs = []
-    for suffix in (*INPUT_TOPICS, *OUTPUT_TOPICS, *(f"actuator.{c}" for c in actuator_clusters)):
+    own_inputs = [f"{s}.{c}" for c in input_clusters for s in INPUT_TOPICS]
+    for suffix in (*INPUT_TOPICS, *own_inputs, *OUTPUT_TOPICS, *(f"actuator.{c}" for c in actuator_clusters)):
+        base = suffix.split(".", 1)[0]
         if suffix.startswith("actuator."):
             ms = RETENTION_MS["actuator"] if retention_ms is None else retention_ms
             configs = {"cleanup.policy": "delete", "retention.ms": str(ms)}
-        elif suffix in COMPACTED:
+        elif base in COMPACTED:
             configs = {"cleanup.policy": "compact"}
         else:
-            ms = RETENTION_MS[suffix] if retention_ms is None else retention_ms
+            ms = RETENTION_MS[base] if retention_ms is None else retention_ms
             configs = {"cleanup.policy": "delete", "retention.ms": str(ms)}
         specs.append(TopicSpec(suffix, topic_name(prefix, suffix), configs))
     return specs
@@ -129,7 +159,8 @@ async def ensure_topics(
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
     from aiokafka.errors import TopicAlreadyExistsError, for_code
 
-    specs = [*topic_specs(settings.prefix, settings.retention_ms, settings.actuator_clusters), *extra]
+    own = (settings.actuator_clusters, settings.input_clusters)
+    specs = [*topic_specs(settings.prefix, settings.retention_ms, *own), *extra]
     wanted = {s.name: s for s in specs}
     admin = AIOKafkaAdminClient(**settings.client_kwargs(), request_timeout_ms=int(timeout * 1000))
     await admin.start()
@@ -196,7 +227,7 @@ async def list_topics(settings: KafkaSettings) -> list[dict[str, Any]]:
     from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-    specs = topic_specs(settings.prefix, settings.retention_ms, settings.actuator_clusters)
+    specs = topic_specs(settings.prefix, settings.retention_ms, settings.actuator_clusters, settings.input_clusters)
     admin = AIOKafkaAdminClient(**settings.client_kwargs())
     await admin.start()
     hidden: set[str] = set()

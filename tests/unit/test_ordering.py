@@ -45,10 +45,11 @@ from streams.merge import (
     decode_watermark,
     partition_key,
     policy_key,
+    source_of,
     tombstone,
 )
 from streams.publish import messages, with_watermarks
-from streams.topics import TOPIC_OF_TYPE, topic_name
+from streams.topics import input_topic, input_topics
 from tests.generated import POLICY, generated_stream
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -656,22 +657,38 @@ def test_a_pending_tick_before_its_watermark_stays_pending() -> None:
 
 
 def _run_marked_simulation(
-    events: list[dict], policies: list[dict], n: int, rng: random.Random, *, every: int, skew: float, grace: float
+    events: list[dict],
+    policies: list[dict],
+    n: int,
+    rng: random.Random,
+    *,
+    every: int,
+    skew: float,
+    grace: float,
+    own: tuple[str, ...] = (),
 ) -> tuple[list[dict[str, Any]], int]:
     """``tandem publish``'s records (with a round of watermarks every ``every`` messages, none for
     0) landing while the worker reads, each topic-partition up to ``skew`` seconds late: a
     producer starved of CPU between the batches of different topics, for longer than any grace.
     The worker's timer releases and flushes as agents/pipeline.py does, the idle flush without the
-    wall-clock gate (its worst case).  Returns the audit and the number of late inputs.
+    wall-clock gate (its worst case).  ``own``: the clusters with input topics of their own
+    (``--input-clusters``).  Returns the audit and the number of late inputs.
     """
     settings = Settings()
     first = min(e["ts"] for e in events)
     ordered = sorted(events, key=lambda e: e["ts"])
     sorted_events = [(raw["ts"], i, ("", i, raw), decode_event(raw)) for i, raw in enumerate(ordered)]
-    plan = messages("t.", [policy_event(p, "default", first) for p in policies], sorted_events, first)
-    kind_of = {topic_name("t.", s): t for t, s in TOPIC_OF_TYPE.items()}
+    plan = messages("t.", [policy_event(p, "default", first) for p in policies], sorted_events, first, own)
+    kind_of = {t: source_of(k, c) for t, (k, c) in input_topics("t.", own).items()}
+    sources = list(kind_of.values())
     records = (
-        with_watermarks(plan, dict.fromkeys(kind_of, n), settings.sync_period, every)
+        with_watermarks(
+            plan,
+            dict.fromkeys(kind_of, n),
+            settings.sync_period,
+            every,
+            lambda c: [input_topic("t.", k, c, own) for k in KINDS],
+        )
         if every
         else [(t, k, v, ms, None) for t, k, v, ms in plan.items]
     )
@@ -682,9 +699,9 @@ def _run_marked_simulation(
         queue = landing[tp]
         queue.append((max(lands, queue[-1][0]) if queue else lands, key, orjson.loads(value)))
     tps = list(landing)
-    merger = Merger(settings, grace=grace)
+    merger = Merger(settings, grace=grace, clusters=own)
     for p in range(n):
-        for kind in KINDS:
+        for kind in sources:
             merger.clock(p, 0.0).set_start(kind, 0)
     position: dict[tuple[str, int], int] = defaultdict(int)
     known_hw: dict[tuple[str, int], int] = defaultdict(int)
@@ -709,7 +726,7 @@ def _run_marked_simulation(
                     merger.offer(tp[1], tp[0], offset, raw, decode_event(raw), now)
             position[tp] = hw
         for p in range(n):
-            hws = {kind: known_hw[(kind, p)] for kind in KINDS}
+            hws = {kind: known_hw[(kind, p)] for kind in sources}
             out = merger.release(p, hws, now)
             out.extend(merger.flush_idle(p, hws, now, 1.0))
             assert not out.rejected
@@ -731,6 +748,75 @@ def test_with_watermarks_a_producer_starved_for_longer_than_the_grace_still_give
     got, late = _run_marked_simulation(events, policies, 2, random.Random(seed), every=300, skew=5.0, grace=2.0)
     assert late == 0
     assert _by_key(got) == expected
+
+
+def _two_clusters() -> tuple[list[dict], list[dict]]:
+    """small_stream's workloads in cluster c1, and the same again in cluster c2."""
+    events, policies = small_stream(n=80)
+    text = orjson.dumps([events, policies]).replace(b'"c1"', b'"c2"')
+    more = orjson.loads(text)
+    return events + more[0], policies + more[1]
+
+
+@pytest.mark.parametrize(("seed", "own"), [(0, ("c2",)), (1, ("c1", "c2")), (2, ("c1",))])
+def test_clusters_on_input_topics_of_their_own_give_replays_decisions_byte_for_byte(
+    seed: int, own: tuple[str, ...]
+) -> None:
+    """Issue #29: with ``--input-clusters`` a cluster's events and watermarks are on its own five
+    topics, and its bound is the smallest of its watermarks on those.  The topic layout changes
+    nothing of what is decided: replay's decisions, byte for byte, for the clusters on their own
+    topics and for those on the shared ones, however starved the producer."""
+    events, policies = _two_clusters()
+    expected = _replay(events, policies)
+    assert {k.split("/", 1)[0] for k in expected} == {"c1", "c2"}
+    got, late = _run_marked_simulation(
+        events, policies, 2, random.Random(seed), every=300, skew=5.0, grace=2.0, own=own
+    )
+    assert late == 0
+    assert _by_key(got) == expected
+
+
+def test_a_cluster_with_its_own_topics_is_bounded_by_its_own_watermarks_alone() -> None:
+    clock = PartitionClock(0.0, clusters=("us-1",))
+    assert sorted(clock.groups["us-1"]) == sorted(f"{k}/us-1" for k in KINDS)
+    for kind in KINDS:  # us-1's watermarks on the shared topics say nothing of its own
+        clock.mark(kind, 0, "us-1", 500.0)
+    assert clock.cluster_bound("us-1") == -INF
+    for i, kind in enumerate(KINDS):
+        clock.mark(source_of(kind, "us-1"), i, "us-1", 100.0 + i)
+    assert clock.cluster_bound("us-1") == 100.0  # the smallest over its own five topics
+    for kind in KINDS:  # another cluster on the shared topics: bounded by those
+        clock.mark(kind, 1, "eu-1", 50.0)
+    assert clock.cluster_bound("eu-1") == 50.0 and clock.cluster_bound("us-1") == 100.0
+    clock.mark(source_of(KINDS[0], "us-1"), 9, "us-1", 200.0)
+    assert clock.cluster_bound("us-1") == 101.0
+
+
+def test_a_slot_takes_the_same_offset_once_per_topic_not_once_per_type() -> None:
+    """Offsets are per topic: offset 5 of a cluster's own metrics topic and of the shared one are
+    two records (keyed by event type alone, the second would be taken for a redelivery)."""
+    slot = Slot.new("c1/shop/Deployment/web", 0)
+    assert slot.accept("metric", 5)
+    assert slot.accept(source_of("metric", "c1"), 5)
+    assert not slot.accept(source_of("metric", "c1"), 5)
+
+
+def test_backpressure_never_waits_on_a_group_of_topics_no_watermarking_cluster_writes() -> None:
+    """Every cluster on its own topics: the shared topics carry nothing and must not hold back
+    (by pausing everything else) a cluster that has topics of its own."""
+    merger = Merger(Settings(), clusters=("c1",), high=1, low=0)
+    clock = merger.clock(0, 0.0)
+    for source in clock.sources:
+        clock.set_start(source, 0)
+    own = [source_of(k, "c1") for k in KINDS]
+    for source in own:
+        merger.mark(0, source, 0, "c1", 50.0 if source == own[0] else 100.0, 0.0)
+    ev = _ev(10.0)
+    merger.offer(0, source_of("hpa", "c1"), 1, ev, decode_event(ev), 0.0)
+    hws = dict.fromkeys(clock.sources, 0) | dict.fromkeys(own, 5)
+    pause, _ = merger.throttle(0, hws)
+    # Its own topics ahead of its smallest watermark are paused; the empty shared ones hold nothing.
+    assert sorted(pause) == sorted(own[1:])
 
 
 def test_without_watermarks_the_same_starved_producer_makes_late_inputs_and_other_decisions() -> None:

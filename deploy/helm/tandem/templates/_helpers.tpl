@@ -165,6 +165,10 @@ readinessProbe:
 - name: TANDEM_ACTUATOR_CLUSTERS
   value: {{ join "," . | quote }}
 {{- end }}
+{{- with $s.inputClusters }}
+- name: TANDEM_INPUT_CLUSTERS
+  value: {{ join "," . | quote }}
+{{- end }}
 {{- if and (eq .component "worker") $sig.inputKeysSecret }}
 - name: TANDEM_INPUT_KEYS
   value: /etc/tandem/input-keys/keys
