@@ -43,6 +43,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
         help="where a new consumer group starts (default latest: old decisions are not replayed)",
     )
     p.add_argument("--max-attempts", type=int, default=env("max_attempts", "6"), help="tries per decision")
+    p.add_argument(
+        "--max-decision-age",
+        default=env("max_decision_age", "10m"),
+        help="refuse a decision whose tick is older than this by the applier's clock (history, a backlog); "
+        "60s, 10m, 1h; 0: no limit (default 10m)",
+    )
     add_loglevel(p, "info")
     add_kafka_options(p)
     add_decision_trust_options(p)
@@ -58,6 +64,16 @@ def run(args: argparse.Namespace) -> int:
     if args.max_attempts < 1:
         print("tandem apply: --max-attempts must be >= 1", file=sys.stderr)
         return 2
+    from cli.importer import parse_duration
+
+    try:
+        max_age = parse_duration(args.max_decision_age, "--max-decision-age")
+    except ValueError as exc:
+        print(f"tandem apply: {exc}", file=sys.stderr)
+        return 2
+    if max_age < 0:
+        print("tandem apply: --max-decision-age: expected a duration >= 0 (0: no limit)", file=sys.stderr)
+        return 2
     logging.basicConfig(level=args.loglevel.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("aiokafka").setLevel(max(logging.WARNING, logging.getLogger().level))
     try:
@@ -70,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:
         print(f"tandem apply: {describe(exc)}", file=sys.stderr)
         return 2
-    config = ApplierConfig(args.cluster, args.dry_run, max_attempts=args.max_attempts)
+    config = ApplierConfig(args.cluster, args.dry_run, max_attempts=args.max_attempts, max_decision_age=max_age or None)
     try:
         metrics, server = metrics_from_args(args)  # /metrics, /healthz, /readyz on --metrics-port
     except OSError as exc:

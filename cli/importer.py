@@ -309,7 +309,7 @@ class _Sink:
 
 def _publish(args: argparse.Namespace, lines: list[Line]) -> int:
     from streams.publish import messages, publish, warn_retention
-    from streams.topics import TopicMismatch, ensure_topics, list_topics
+    from streams.topics import TopicMismatch, ensure_topics, input_topic, list_topics
 
     logging.getLogger("aiokafka").setLevel(logging.ERROR)
     try:
@@ -321,20 +321,27 @@ def _publish(args: argparse.Namespace, lines: list[Line]) -> int:
     if settings.input_signing is not None and args.cluster not in settings.input_signing:
         print(f"{_PROG}: no input signing key for cluster {args.cluster}", file=sys.stderr)
         return 2
-    plan = messages(settings.prefix, [], lines, lines[0][0] if lines else 0.0)
-    print(
-        f"{_PROG}: warning: a worker decides every past tick of this history and sends those decisions to "
-        f"{settings.prefix}actuator; publish history only where no applier reads (docs/import.md)",
-        file=sys.stderr,
-    )
+    plan = messages(settings.prefix, [], lines, lines[0][0] if lines else 0.0, settings.input_clusters)
+    workloads = input_topic(settings.prefix, "workload", args.cluster, settings.input_clusters)
 
     async def go() -> int:
         await ensure_topics(settings)
+        seen = await cluster_seen(settings, workloads, args.cluster)
+        if seen is not None:
+            raise _Live(
+                f"{workloads} already holds cluster {args.cluster} (key {seen!r}): a worker has run ticks of its "
+                "own for it, so this history would come late and replace newer state; publish history before "
+                "the cluster's first live event (before `tandem collect` starts), or under another --topic-prefix "
+                "(docs/import.md)"
+            )
         warn_retention(await list_topics(settings), plan.oldest)
         return await publish(settings, plan, period=core.sync_period)
 
     try:
         sent = asyncio.run(go())
+    except _Live as exc:
+        print(f"{_PROG}: {exc}", file=sys.stderr)
+        return 1
     except TopicMismatch as exc:
         print(f"{_PROG}: {exc}", file=sys.stderr)
         return 2
@@ -342,4 +349,47 @@ def _publish(args: argparse.Namespace, lines: list[Line]) -> int:
         print(f"{_PROG}: {settings.bootstrap}: {describe(exc)}", file=sys.stderr)
         return 1
     print(f"{_PROG}: published {sent} message(s) to {settings.prefix}* on {settings.bootstrap}", file=sys.stderr)
+    print(
+        f"{_PROG}: a worker decides the past ticks of this history too; appliers refuse those decisions "
+        "(tandem apply --max-decision-age, docs/edge.md)",
+        file=sys.stderr,
+    )
     return 0
+
+
+class _Live(Exception):
+    """The input topics already hold the cluster: history published now would come late."""
+
+
+async def cluster_seen(settings: Any, topic: str, cluster: str) -> str | None:
+    """The key of a record of ``cluster`` in ``topic`` (its workloads topic: compacted, so it keeps
+    every workload a collector ever reported), or ``None`` when there is none.
+
+    History must reach a worker before the cluster's first live event: after it, every history
+    event is late (docs/contract.md §6), applied to the state after newer ones, so a month-old
+    ``workload`` event would replace the current spec.  A record keyed by the cluster itself is a
+    watermark (§3a), which only a producer of the cluster writes."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(**settings.client_kwargs(), enable_auto_commit=False)
+    await consumer.start()
+    try:
+        # every topic has settings.partitions partitions (ensure_topics checked it)
+        tps = [TopicPartition(topic, p) for p in range(settings.partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
+        mine, own = cluster.encode(), cluster.encode() + b"/"
+        left = {tp for tp in tps if ends[tp] > 0}
+        while left:
+            batches = await consumer.getmany(*left, timeout_ms=1000)
+            for records in batches.values():
+                for r in records:
+                    if r.key is not None and (r.key == mine or r.key.startswith(own)):
+                        return str(r.key.decode(errors="replace"))
+            for tp in list(left):
+                if await consumer.position(tp) >= ends[tp]:
+                    left.discard(tp)
+        return None
+    finally:
+        await consumer.stop()

@@ -7,17 +7,20 @@ The applier consumes the actuator topic in the consumer group ``tandem-applier-<
 only decisions whose ``data.workload.cluster`` is its cluster (the others are not its business and
 are skipped without a trace).  For each one it
 
-1. verifies the CloudEvent (type, deterministic id, well-formed changes);
-2. reads the workload; a workload without the opt-in annotation ``tandem.dev/managed: "true"`` is
+1. refuses, before any API call, a decision whose tick is older than ``max_decision_age`` seconds by
+   the applier's own clock (``--max-decision-age``; history, a backlog: see "Decisions from the
+   past" below);
+2. verifies the CloudEvent (type, deterministic id, well-formed changes);
+3. reads the workload; a workload without the opt-in annotation ``tandem.dev/managed: "true"`` is
    refused ("skipped: ..."); a decision whose id is the workload's ``tandem.dev/last-decision`` is a
    *repeat*: nothing is written, and the result is audited as ``applied`` with ``"repeat": true``;
    a decision older (by tick) than the last applied one is refused as stale;
-3. re-checks the decision against the policy it finds **in its own cluster** (the Hvpa, Tortoise or
+4. re-checks the decision against the policy it finds **in its own cluster** (the Hvpa, Tortoise or
    CustomHpa in the workload's namespace that the decision names and that targets the workload,
    parsed by :func:`scaling.policies.parse_policy`): replicas within min/max replicas, container
    requests within minAllowed/maxAllowed (Tortoise: min/maxAllocatedResources); anything outside
    is refused with the bound named;
-4. writes: the HPA (merge patch), replicas through the ``scale`` subresource, then container
+5. writes: the HPA (merge patch), replicas through the ``scale`` subresource, then container
    requests/limits and the ``tandem.dev/last-decision`` annotations by server-side apply (field
    manager ``tandem-applier``, ``force``), last, so the annotation marks a completed decision.
    The first write of an attempt carries the resourceVersion that was read as a precondition: when
@@ -38,6 +41,17 @@ Every result goes to ``<prefix>audit`` as a CloudEvent ``dev.tandem.applied.v1``
 ``dev.tandem.apply_failed.v1`` whose id is a hash of its data (``scaling.cloudevents``).  The
 offset of a decision is committed only after its result is acknowledged by the broker (at least
 once); the annotations make a redelivered decision a harmless repeat.
+
+**Decisions from the past.**  A worker decides every tick of the input it reads, and imported
+history (``tandem import prometheus --publish``, docs/import.md) or a worker catching up on a
+backlog makes decisions for ticks long gone.  Acting on them would walk a workload through last
+month's states, so an applier with ``max_decision_age`` refuses a decision whose ``data.tick`` is
+more than that many seconds before its clock: audited as ``apply_failed`` with
+``"refused: too old: ..."``, counted as ``refused``, and said in *one* log line per run of such
+decisions (a month of history is thousands of them), repeated only after a fresh decision was
+handled.  The applier's clock, not event time: the worker that read the history had the history as
+its latest observed time, so only a clock outside the stream tells the past from the present.
+Nothing is read or written for a refused decision, and the policy status is not touched.
 
 **Metrics** (:mod:`ops.observability`, served on ``--metrics-port``, 0 for none):
 ``tandem_applier_results_total{result}`` counts every result as ``applied``, ``duplicate`` (a
@@ -85,7 +99,7 @@ from edge.kube import HPAS, WORKLOAD_RESOURCES, KubeError, list_objects, policy_
 from edge.reporter import Reporter
 from ops.errors import describe
 from ops.retry import start_retrying
-from scaling.cloudevents import APPLIED, APPLY_FAILED, BLOCKED, DECISION, cloudevent, event_id
+from scaling.cloudevents import APPLIED, APPLY_FAILED, BLOCKED, DECISION, cloudevent, event_id, rfc3339
 from scaling.errors import InvalidEvent, InvalidPolicy
 from scaling.events import WorkloadRef, decode_workload_ref
 from scaling.policies import parse_policy
@@ -115,6 +129,9 @@ class ApplierConfig:
     max_attempts: int = 6
     backoff_base: float = 0.2
     backoff_cap: float = 5.0
+    #: Seconds: a decision whose tick is older than this by the applier's clock is refused unread
+    #: (``tandem apply --max-decision-age``, default 10 min there); ``None``: no limit.
+    max_decision_age: float | None = None
 
 
 @dataclass
@@ -163,6 +180,10 @@ class Applier:
         #: Set by the consumer loop: a decision waiting for an unreachable API server gives up then.
         self.stop: threading.Event | None = None
         self._unready = False
+        #: Decisions refused as too old since the last fresh one (0: the next one logs its line).
+        self.too_old = 0
+        #: Whether the last result :meth:`handle` returned was such a refusal (the loop logs none).
+        self.last_too_old = False
 
     def _kube(self, operation: str) -> contextlib.AbstractContextManager[None]:
         """Times one API call in ``tandem_kube_api_latency_seconds{operation}`` (when there are metrics)."""
@@ -200,12 +221,50 @@ class Applier:
             return None
         if ref.cluster != self.config.cluster:
             return None
+        self.last_too_old = False
+        too_old = self._too_old(ev, ref)
+        if too_old is not None:
+            self.last_too_old = True
+            result = self._result(ev, ref, self.config.dry_run, _Progress(), 0, error=too_old)
+            if self.metrics is not None:
+                self._observe(ev["data"], result)
+            return result
+        self.too_old = 0
         if refusal is not None:
             result = self._result(ev, ref, self.config.dry_run, _Progress(), 0, error=f"refused: {refusal}")
             if self.metrics is not None:
                 self._observe(ev["data"], result)
             return result
         return self.apply(ev, ref)
+
+    def _too_old(self, ev: Mapping[str, Any], ref: WorkloadRef) -> str | None:
+        """The refusal of a decision whose tick is older than ``max_decision_age`` by this applier's
+        clock, or ``None``; logs one line for the first of a run of them."""
+        limit = self.config.max_decision_age
+        tick = ev["data"].get("tick")
+        if limit is None or isinstance(tick, bool) or not isinstance(tick, int | float) or not math.isfinite(tick):
+            return None  # a decision without a valid tick is refused by the checks that follow
+        now = self.clock()
+        age = now - float(tick)
+        if age <= limit:
+            return None
+        self.too_old += 1
+        if self.too_old == 1:
+            log.warning(
+                "refusing decisions older than --max-decision-age %g s by this applier's clock (history or a "
+                "backlog; docs/edge.md), the first %s of tick %s, %.0f s old; each is audited as refused and "
+                'counted in tandem_applier_results_total{result="refused"}; this line comes again only after '
+                "a fresh decision",
+                limit,
+                ref.key,
+                rfc3339(float(tick)),
+                age,
+            )
+        return (
+            f"refused: too old: its tick {rfc3339(float(tick))} is {age:.0f} s before this applier's clock "
+            f"{rfc3339(now)}, more than --max-decision-age {limit:g} s (a decision from history or a backlog "
+            "is never applied)"
+        )
 
     def apply(self, ev: Mapping[str, Any], ref: WorkloadRef) -> dict[str, Any]:
         """Apply one decision of this cluster; the result CloudEvent (``applied`` or ``apply_failed``)."""
@@ -535,9 +594,10 @@ async def run(
                             log.warning("%s; left to the next applier", exc)
                             return
                         if result is not None:
-                            level = logging.INFO if result["type"] == APPLIED else logging.WARNING
-                            what = result["data"].get("error", "ok")
-                            log.log(level, "%s %s: %s", result["subject"], result["type"], what)
+                            if not applier.last_too_old:  # those: one line for a run of them (handle)
+                                level = logging.INFO if result["type"] == APPLIED else logging.WARNING
+                                what = result["data"].get("error", "ok")
+                                log.log(level, "%s %s: %s", result["subject"], result["type"], what)
                             await producer.send_and_wait(
                                 audit,
                                 value=encode(result),

@@ -673,6 +673,7 @@ def test_the_command_line_serves_metrics_health_and_readiness(
         "TANDEM_CLUSTER": CLUSTER,
         "TANDEM_OFFSET_RESET": "earliest",
         "TANDEM_METRICS_PORT": str(port),
+        "TANDEM_MAX_DECISION_AGE": "0",  # its decisions' tick is of 2025: no age limit here
     }
     log = tmp_path / "applier.log"
     with log.open("wb") as fh:

@@ -7,11 +7,14 @@ import asyncio
 import gzip
 import http.server
 import json
+import logging
 import os
 import shutil
 import socket
 import subprocess
 import threading
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -19,7 +22,25 @@ from typing import Any, ClassVar
 import pytest
 
 from cli.main import main
+from edge.applier import ApplierConfig
+from edge.kube import DEPLOYMENTS
+from scaling.cloudevents import APPLIED, APPLY_FAILED
+from scaling.engine import Engine
+from scaling.settings import Settings
 from tests import prometheus_fleet as fleet
+from tests.integration.test_applier_kube import (
+    CLUSTER,
+    HVPA_V1,
+    Harness,
+    create,
+    decision,
+    deployment,
+    hvpa,
+    impersonating,
+    install_crds,
+    install_rbac,
+    read,
+)
 
 pytestmark = pytest.mark.prometheus
 
@@ -309,3 +330,131 @@ def test_publish_writes_the_stream_to_the_input_topics_between_watermarks(
     for kind, topic in (("metric", "metrics"), ("workload", "workloads"), ("hpa", "hpa"), ("vpa", "vpa")):
         records = _read_partition(kafka_broker, prefix + topic)
         assert records == [first, *(e for e in events if e["type"] == kind), last], topic
+
+
+@pytest.mark.kafka
+def test_publish_is_refused_once_the_cluster_is_in_the_pipeline(
+    prometheus: str, kafka_broker: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # History reaches a worker before the cluster's first live event, or it would come late and
+    # replace newer state: a second import (or one after `tandem collect` started) is refused.
+    prefix = f"imp{uuid.uuid4().hex[:6]}."
+    kafka = ["--broker", kafka_broker, "--topic-prefix", prefix, "--partitions", "1", "--retention-ms", "-1"]
+    assert _import(prometheus, "--publish", "--sync-period", "15", *kafka) == 0
+    assert (
+        "tandem import prometheus: a worker decides the past ticks of this history too; appliers refuse those "
+        "decisions (tandem apply --max-decision-age, docs/edge.md)\n"
+    ) in capsys.readouterr().err
+    assert _import(prometheus, "--publish", "--sync-period", "15", *kafka) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == (
+        f"tandem import prometheus: {prefix}workloads already holds cluster c1 (key 'c1'): a worker has run "
+        "ticks of its own for it, so this history would come late and replace newer state; publish history "
+        "before the cluster's first live event (before `tandem collect` starts), or under another --topic-prefix "
+        "(docs/import.md)"
+    )
+    records = _read_partition(kafka_broker, prefix + "workloads")
+    assert len(records) == 2 + 6  # the first import's watermarks and workload events, nothing of the second
+
+
+def _own_vpa(events: list[dict[str, Any]], tick: float) -> dict[str, Any]:
+    """tandem's own VPA recommendation for shop/web at ``tick`` from an Hvpa replay of ``events``."""
+    manifest = hvpa("web", "web", max_replicas=10)
+    manifest["metadata"]["namespace"] = "shop"
+    engine = Engine(Settings(cluster="c1"))
+    engine.add_policy(manifest)
+    own = [e for kind, e in engine.run(events) if kind == "vpa" and e["ts"] == tick]
+    assert len(own) == 1, own
+    containers: dict[str, Any] = own[0]["containers"]
+    return containers
+
+
+@pytest.fixture(scope="module")
+def kube(kube_apiserver: str, kafka_broker: str) -> dict[str, Any]:
+    """The CRDs and RBAC installed; the applier's API acts as the tandem-applier service account."""
+    from edge.kube import api_client, request
+
+    admin = api_client(kube_apiserver)
+    ns = f"tandem-setup-{uuid.uuid4().hex[:6]}"
+    request(admin, "POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
+    install_crds(admin, ns)
+    install_rbac(admin)
+    return {"admin": admin, "applier_api": impersonating(kube_apiserver, "tandem-applier"), "broker": kafka_broker}
+
+
+@pytest.mark.kafka
+@pytest.mark.kube
+def test_history_warms_the_recommenders_and_no_decision_of_its_ticks_is_applied(
+    prometheus: str,
+    kube: dict[str, Any],
+    kube_namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    out = tmp_path / "history.jsonl"
+    assert _import(prometheus, out=out) == 0
+    capsys.readouterr()
+    events = _read(out)
+    # Warm: the last ten minutes taken as live input, which starts as a collector does, with the
+    # workload's spec and HPA. After the history before them, tandem's own VPA recommendation at the
+    # first live tick is the one of the uninterrupted stream (30 minutes of samples); from the live
+    # input alone, that of one minute.
+    live_from = fleet.END - 600
+    first_live = min(e["ts"] for e in events if e["ts"] > live_from)
+    spec = [
+        {
+            **[e for e in events if e["type"] == kind and e["ts"] <= live_from and _key(e)[2] == "web"][-1],
+            "ts": first_live,
+        }
+        for kind in ("workload", "hpa")
+    ]
+    live = spec + [e for e in events if e["ts"] > live_from]
+    history = [e for e in events if e["ts"] <= live_from]
+    warm, cold = _own_vpa(history + live, first_live)["app"], _own_vpa(live, first_live)["app"]
+    assert warm == _own_vpa(events, first_live)["app"]
+    assert (warm["target"], warm["lower_bound"]) == (
+        {"cpu": "977m", "memory": "511772986"},
+        {"cpu": "534m", "memory": "433805633"},
+    )
+    assert (cold["target"], cold["lower_bound"]) == (
+        {"cpu": "271m", "memory": "297164212"},
+        {"cpu": "50m", "memory": "131072k"},
+    )
+
+    # Safe: a worker that reads this history decides its past ticks; an applier with its default
+    # maximum age refuses every such decision unread, on the real broker and API server, and
+    # applies the fresh one that follows.
+    ns, admin = kube_namespace, kube["admin"]
+    create(admin, DEPLOYMENTS, ns, deployment("web"))
+    create(admin, HVPA_V1, ns, hvpa("web", "web"))
+    before = read(admin, DEPLOYMENTS, ns, "web")
+    ticks = sorted({e["ts"] for e in events})
+    old = [decision(ns, "web", tick=t, replicas={"from": 2, "to": 2 + i % 3}) for i, t in enumerate(ticks)]
+    fresh = decision(ns, "web", tick=float(int(time.time())), replicas={"from": 2, "to": 4})
+    caplog.set_level(logging.INFO, logger="tandem.applier")
+    h = Harness(kube["broker"], kube["applier_api"], ApplierConfig(CLUSTER, max_decision_age=600))
+    try:
+        h.send(*old, fresh)
+        assert h.result(fresh["id"])["type"] == APPLIED
+        refused = [h.result(d["id"]) for d in old]
+    finally:
+        h.close()
+    assert {r["type"] for r in refused} == {APPLY_FAILED}
+    assert all(r["data"]["error"].startswith("refused: too old: its tick 2026-01-01T00:") for r in refused)
+    assert len(refused) == 41 and h.applier.too_old == 0  # the fresh decision ended the run
+    after = read(admin, DEPLOYMENTS, ns, "web")
+    assert after["spec"]["replicas"] == 4  # the fresh decision's, and only its, write
+    assert after["metadata"]["annotations"]["tandem.dev/last-decision"] == fresh["id"]
+    assert before["spec"]["replicas"] == 2
+    lines = [r.getMessage() for r in caplog.records if r.name == "tandem.applier"]
+    said = [line for line in lines if "too old" in line or "older than" in line]
+    assert len(said) == 1, said  # one line for the 41, none per decision
+    assert said[0].startswith(
+        "refusing decisions older than --max-decision-age 600 s by this applier's clock (history or a backlog; "
+        f"docs/edge.md), the first {CLUSTER}/{ns}/Deployment/web of tick 2026-01-01T00:00:00Z, "
+    )
+    assert said[0].endswith(
+        ' s old; each is audited as refused and counted in tandem_applier_results_total{result="refused"}; '
+        "this line comes again only after a fresh decision"
+    )
