@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from string import Template
 from typing import Any
 
+from scaling.quantity import format_quantity
 from scaling.spelling import did_you_mean
 
 __all__ = [
@@ -80,10 +81,15 @@ DEFAULT_QUERIES: dict[str, str] = {
     "requests": 'kube_pod_container_resource_requests{resource=~"cpu|memory", namespace=~"$namespaces"}',
     "limits": 'kube_pod_container_resource_limits{resource=~"cpu|memory", namespace=~"$namespaces"}',
     "ready": 'kube_pod_status_ready{condition="true", namespace=~"$namespaces"}',
+    # the phase a pod is in (one series per phase, 1 for the pod's) and when the kubelet started it
+    "pod_phase": 'kube_pod_status_phase{namespace=~"$namespaces"} == 1',
+    "pod_started": 'kube_pod_start_time{namespace=~"$namespaces"}',
     "hpa_info": 'kube_horizontalpodautoscaler_info{namespace=~"$namespaces"}',
     "hpa_desired": 'kube_horizontalpodautoscaler_status_desired_replicas{namespace=~"$namespaces"}',
     "hpa_min": 'kube_horizontalpodautoscaler_spec_min_replicas{namespace=~"$namespaces"}',
     "hpa_max": 'kube_horizontalpodautoscaler_spec_max_replicas{namespace=~"$namespaces"}',
+    # one series per metric of spec.metrics and target type (value, utilization, average)
+    "hpa_target_metric": 'kube_horizontalpodautoscaler_spec_target_metric{namespace=~"$namespaces"}',
     # the VPA's recommendation, where kube-state-metrics exports it with the custom-resource
     # configuration the VPA documents (metricNamePrefix kube_customresource, name vpa_containerrecommendations_*)
     "vpa_target": 'kube_customresource_vpa_containerrecommendations_target{namespace=~"$namespaces"}',
@@ -105,6 +111,9 @@ DEFAULT_LABELS: dict[str, str] = {
     "hpa": "horizontalpodautoscaler",
     "hpa_target_kind": "scaletargetref_kind",
     "hpa_target_name": "scaletargetref_name",
+    "hpa_metric_name": "metric_name",
+    "hpa_metric_target_type": "metric_target_type",
+    "phase": "phase",
     "vpa_container": "container",
     "vpa_target_kind": "target_kind",
     "vpa_target_name": "target_name",
@@ -120,6 +129,8 @@ _WARN_IF_EMPTY = {
     "requests": "workload events carry no requests",
     "limits": "workload events carry no limits",
     "ready": "every pod counts as ready",
+    "pod_phase": "every pod's phase is Running",
+    "pod_started": "pods carry no start time",
     "cpu": "metric events carry no CPU",
     "memory": "metric events carry no memory",
 }
@@ -369,6 +380,8 @@ def fetch_all(
         for name in names
         if not series[name] and name in _WARN_IF_EMPTY
     ]
+    if "hpa_target_metric" in series and not series["hpa_target_metric"] and series.get("hpa_desired"):
+        warnings.append(f"no series for hpa_target_metric ({texts['hpa_target_metric']}): hpa events carry no metrics")
     return Fetched(series, warnings, client.requests)
 
 
@@ -424,11 +437,38 @@ def import_history(
         yield build_events(fetched, queries, cluster, w_start, w_end, step_ms, state)
     if progress is not None:
         progress(len(windows), len(windows))
-    stats.warnings = list((empty or {}).values())
+    stats.warnings = [*(empty or {}).values(), *state.warnings.values()]
 
 
 def _num(value: float) -> int | float:
     return int(value) if value.is_integer() else value
+
+
+def _hpa_metrics(found: Iterable[tuple[str, str, float]]) -> tuple[list[dict[str, Any]] | None, str]:
+    """An HPA's ``spec.metrics`` (autoscaling/v2) from ``kube_horizontalpodautoscaler_spec_target_metric``
+    (metric name, target type, value), sorted by name; or ``None`` and why not.
+
+    kube-state-metrics names a metric and its target type but not its source type: ``cpu`` and
+    ``memory`` are taken as ``Resource`` metrics (``utilization`` -> ``averageUtilization``,
+    ``average`` -> ``averageValue`` in cores or bytes), any other name could be a ``Pods``,
+    ``Object`` or ``External`` metric, so an HPA with one gets no ``metrics`` rather than a wrong
+    list (https://github.com/kubernetes/kube-state-metrics/blob/main/docs/metrics/workload/horizontalpodautoscaler-metrics.md).
+    """
+    out: list[dict[str, Any]] = []
+    for name, kind, value in sorted(found):
+        if name not in ("cpu", "memory"):
+            return (
+                None,
+                f"metric {name!r} ({kind}) may be a Pods, Object or External metric (kube-state-metrics does not say)",
+            )
+        if kind == "utilization":
+            target: dict[str, Any] = {"type": "Utilization", "averageUtilization": round(value)}
+        elif kind == "average":
+            target = {"type": "AverageValue", "averageValue": format_quantity(name, round(value * 1000))}
+        else:
+            return None, f"metric {name!r} has a {kind!r} target, which a Resource metric cannot have"
+        out.append({"type": "Resource", "resource": {"name": name, "target": target}})
+    return out, ""
 
 
 @dataclass
@@ -441,6 +481,8 @@ class BuildState:
     owner: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     hpa_target: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     last: dict[tuple[str, tuple[str, str, str]], Any] = field(default_factory=dict)
+    #: Warnings about single objects, once each (an HPA whose metrics cannot be told apart).
+    warnings: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 def build_events(
@@ -506,6 +548,17 @@ def build_events(
         for t, v in points.items():
             ready[t][(labels.get(ns_l, ""), labels.get(pod_l, ""))] = v > 0
 
+    phase: dict[int, dict[tuple[str, str], str]] = defaultdict(dict)
+    for labels, points in s.get("pod_phase", []):
+        for t, v in points.items():
+            if v > 0:
+                phase[t][(labels.get(ns_l, ""), labels.get(pod_l, ""))] = labels.get(lb["phase"], "")
+    started: dict[int, dict[tuple[str, str], float]] = defaultdict(dict)
+    for labels, points in s.get("pod_started", []):
+        for t, v in points.items():
+            started[t][(labels.get(ns_l, ""), labels.get(pod_l, ""))] = v
+    has_pods = has_ready or bool(phase) or bool(started)
+
     replicas: dict[int, dict[tuple[str, str, str], int]] = defaultdict(dict)
     for name, kind, label in (
         ("deployment_replicas", "Deployment", lb["deployment"]),
@@ -541,6 +594,15 @@ def build_events(
             for t, v in points.items():
                 hpa_at[t][(labels.get(ns_l, ""), labels.get(lb["hpa"], ""))][fname] = int(v)
 
+    hpa_metrics_at: dict[int, dict[tuple[str, str], list[tuple[str, str, float]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for labels, points in s.get("hpa_target_metric", []):
+        metric = (labels.get(lb["hpa_metric_name"], ""), labels.get(lb["hpa_metric_target_type"], ""))
+        for t, v in points.items():
+            hpa_at_key = (labels.get(ns_l, ""), labels.get(lb["hpa"], ""))
+            hpa_metrics_at[t][hpa_at_key].append((*metric, v))
+
     vpa_at: dict[int, dict[tuple[str, str, str], dict[str, dict[str, dict[str, float]]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
     )
@@ -574,6 +636,7 @@ def build_events(
         # this step's slices, looked up once (a month of a thousand pods is 40 million pod-steps)
         cpu_t, mem_t, oom_t = cpu.get(t, {}), mem.get(t, {}), oom.get(t, {})
         ready_t, requests_t, limits_t = ready.get(t, {}), requests.get(t, {}), limits.get(t, {})
+        phase_t, started_t = phase.get(t, {}), started.get(t, {})
         workloads = sorted(set(here) | set(replicas.get(t, {})))
         for key in workloads:
             pods = sorted(here.get(key, []))
@@ -587,12 +650,19 @@ def build_events(
                             entry[part] = {r: _num(v) for r, v in sorted(res.items())}
             count = replicas.get(t, {}).get(key, len(pods))
             body: dict[str, Any] = {"replicas": count, "containers": containers}
-            if has_ready:
-                flags = [ready_t.get((ns, p), False) for p in pods]
+            if has_pods:
+                # as the collector: failed pods are left out (the HPA controller ignores them)
+                listed = [p for p in pods if phase_t.get((ns, p)) != "Failed"]
+                flags = [ready_t.get((ns, p), False) if has_ready else True for p in listed]
                 body["ready_replicas"] = sum(flags)
                 body["pods"] = [
-                    {"name": p, "ready": f, "phase": "Running", "started": None}
-                    for p, f in zip(pods, flags, strict=True)
+                    {
+                        "name": p,
+                        "ready": f,
+                        "phase": phase_t.get((ns, p)) or "Running",
+                        "started": _num(started_t[(ns, p)]) if (ns, p) in started_t else None,
+                    }
+                    for p, f in zip(listed, flags, strict=True)
                 ]
             if changed("workload", key, body):
                 events.append({"type": "workload", "ts": ts, "workload": ref(*key), **body})
@@ -602,6 +672,13 @@ def build_events(
                 continue
             key = (ns, *target)
             body = {**fields, "name": hpa, "source": "cluster"}
+            found = hpa_metrics_at.get(t, {}).get((ns, hpa))
+            if found:
+                metrics, why = _hpa_metrics(found)
+                if metrics is not None:
+                    body["metrics"] = metrics
+                elif (ns, hpa) not in state.warnings:
+                    state.warnings[(ns, hpa)] = f"HPA {ns}/{hpa}: {why}; its hpa events carry no metrics"
             if changed("hpa", key, body):
                 events.append({"type": "hpa", "ts": ts, "workload": ref(*key), **body})
         for key, per in sorted(vpa_at.get(t, {}).items()):

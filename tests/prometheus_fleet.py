@@ -32,6 +32,7 @@ class Pod:
     start: int  # first sample (a multiple of STEP)
     end: int  # last sample
     unready_until: int = 0
+    pending_until: int = 0  # phase Pending before this sample, Running from it
     cpu_reset_at: int | None = None  # the CPU counter restarts from 0 just after this sample
     oom_at: int | None = None  # a restart, last terminated OOMKilled, at this sample
     gap: tuple[int, int] | None = None  # cAdvisor's samples strictly between the two are missing
@@ -58,6 +59,7 @@ PODS = (
         T0 + 600,
         T0 + 1500,
         unready_until=T0 + 720,
+        pending_until=T0 + 660,
     ),
     Pod(
         "shop",
@@ -173,6 +175,10 @@ def openmetrics(*, statefulset_replicas: bool = False) -> str:
             {**base, "condition": "true"},
             [(s, 0.0 if s < pod.unready_until else 1.0) for s in samples],
         )
+        for phase, pending in (("Pending", True), ("Running", False)):
+            points = [(s, 1.0 if (s < pod.pending_until) == pending else 0.0) for s in samples]
+            out.add("kube_pod_status_phase", {**base, "phase": phase}, points)
+        out.add("kube_pod_start_time", base, [(s, float(started(pod))) for s in samples])
     everywhere = range(T0, END + 1, SCRAPE)
     for (ns, rs), deployment in REPLICASETS.items():
         out.add(
@@ -206,8 +212,37 @@ def openmetrics(*, statefulset_replicas: bool = False) -> str:
     )
     out.add("kube_horizontalpodautoscaler_spec_min_replicas", hpa, [(s, 2.0) for s in everywhere])
     out.add("kube_horizontalpodautoscaler_spec_max_replicas", hpa, [(s, 10.0) for s in everywhere])
+    for (name, kind), value in HPA_TARGETS.items():
+        out.add(
+            "kube_horizontalpodautoscaler_spec_target_metric",
+            {**hpa, "metric_name": name, "metric_target_type": kind},
+            [(s, value) for s in everywhere],
+        )
+    # an HPA on a custom metric: kube-state-metrics does not say its source type (Pods, Object, External)
+    batch = {"namespace": "other", "horizontalpodautoscaler": "batch"}
+    out.add(
+        "kube_horizontalpodautoscaler_info",
+        {**batch, "scaletargetref_kind": "Deployment", "scaletargetref_name": "batch"},
+        [(s, 1.0) for s in everywhere],
+    )
+    for metric, value in (("status_desired_replicas", 1.0), ("spec_min_replicas", 1.0), ("spec_max_replicas", 4.0)):
+        out.add(f"kube_horizontalpodautoscaler_{metric}", batch, [(s, value) for s in everywhere])
+    out.add(
+        "kube_horizontalpodautoscaler_spec_target_metric",
+        {**batch, "metric_name": "queue_depth", "metric_target_type": "average"},
+        [(s, 30.0) for s in everywhere],
+    )
     lines = [line for family in out.families.values() for line in family]
     return "\n".join([*lines, "# EOF", ""])
+
+
+#: The web HPA's spec.metrics as kube-state-metrics exports them: (metric_name, metric_target_type) -> value.
+HPA_TARGETS = {("cpu", "utilization"): 70.0, ("memory", "average"): 400.0 * MIB}
+
+
+def started(pod: Pod) -> int:
+    """``kube_pod_start_time``: the kubelet started the pod 30 s before its first sample."""
+    return pod.start - 30
 
 
 def pods_at(t: int) -> list[Pod]:

@@ -118,21 +118,49 @@ def test_the_imported_stream_is_the_fleet_usage_step_by_step(
                 pytest.approx(s.get("cpu"), abs=1e-9) if "cpu" in s else None for s in samples
             ], (t, key)
 
-    web = [(e["ts"] - fleet.T0, e["replicas"], e["ready_replicas"], [p["name"] for p in e["pods"]])
+    web = [(e["ts"] - fleet.T0, e["replicas"], e["ready_replicas"], [(p["name"], p["phase"]) for p in e["pods"]])
            for e in events if e["type"] == "workload" and _key(e) == ("shop", "Deployment", "web")]  # fmt: skip
-    a, b, c = "web-5d8f-a", "web-5d8f-b", "web-5d8f-c"
-    assert web == [(0, 2, 2, [a, b]), (600, 3, 2, [a, b, c]), (720, 3, 3, [a, b, c]), (1560, 2, 2, [a, b])]
+    a, b = ("web-5d8f-a", "Running"), ("web-5d8f-b", "Running")
+    c_pending, c = ("web-5d8f-c", "Pending"), ("web-5d8f-c", "Running")
+    assert web == [
+        (0, 2, 2, [a, b]),
+        (600, 3, 2, [a, b, c_pending]),  # kube_pod_status_phase
+        (660, 3, 2, [a, b, c]),
+        (720, 3, 3, [a, b, c]),
+        (1560, 2, 2, [a, b]),
+    ]
+    started = {p["name"]: p["started"] for e in events if e["type"] == "workload" for p in e["pods"]}
+    assert started == {p.name: fleet.started(p) for p in fleet.PODS}  # kube_pod_start_time
     first_web = next(e for e in events if e["type"] == "workload" and _key(e) == ("shop", "Deployment", "web"))
     assert first_web["containers"] == {
         "app": {"requests": {"cpu": 0.25, "memory": 256 * fleet.MIB}, "limits": {"memory": 512 * fleet.MIB}},
         "sidecar": {"requests": {"cpu": 0.05}},
     }
     hpa = [
-        (e["ts"] - fleet.T0, e["desired_replicas"], e["min_replicas"], e["max_replicas"])
+        (e["ts"] - fleet.T0, _key(e)[2], e["desired_replicas"], e["min_replicas"], e["max_replicas"])
         for e in events
         if e["type"] == "hpa"
     ]
-    assert hpa == [(0, 2, 2, 10), (600, 3, 2, 10), (1560, 2, 2, 10)]
+    assert hpa == [(0, "batch", 1, 1, 4), (0, "web", 2, 2, 10), (600, "web", 3, 2, 10), (1560, "web", 2, 2, 10)]
+    # kube_horizontalpodautoscaler_spec_target_metric: cpu and memory are Resource metrics; a custom
+    # metric's source type is not exported, so that HPA's events carry none, and a warning says so
+    assert {e["workload"]["name"]: e.get("metrics") for e in events if e["type"] == "hpa"} == {
+        "web": [
+            {
+                "type": "Resource",
+                "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}},
+            },
+            {
+                "type": "Resource",
+                "resource": {"name": "memory", "target": {"type": "AverageValue", "averageValue": "419430400"}},
+            },
+        ],
+        "batch": None,
+    }
+    assert (
+        "tandem import prometheus: warning: HPA other/batch: metric 'queue_depth' (average) may be a Pods, Object "
+        "or External metric (kube-state-metrics does not say); its hpa events carry no metrics\n"
+    ) in err
     # the missing kube-state-metrics series is named; the StatefulSet's replicas come from its pods
     assert (
         "tandem import prometheus: warning: no series for statefulset_replicas "
@@ -142,7 +170,7 @@ def test_the_imported_stream_is_the_fleet_usage_step_by_step(
     db = [e for e in events if e["type"] == "workload" and _key(e) == ("shop", "StatefulSet", "db")]
     assert [(e["ts"], e["replicas"]) for e in db] == [(fleet.T0, 2)]
     assert (
-        "121 metric, 6 workload, 3 hpa) for 3 workload(s) over 41 step(s) of 60 s, 2 workload-step(s) without metrics"
+        "121 metric, 7 workload, 4 hpa) for 3 workload(s) over 41 step(s) of 60 s, 2 workload-step(s) without metrics"
         in err
     )
 
@@ -152,7 +180,7 @@ def test_the_stream_replays(prometheus: str, tmp_path: Path, capsys: pytest.Capt
     assert _import(prometheus, out=out) == 0
     capsys.readouterr()
     assert main(["replay", str(out), "--strict", "--out", str(tmp_path / "audit.jsonl")]) == 0
-    assert "read 130 events from 1 file(s)" in capsys.readouterr().err
+    assert "read 132 events from 1 file(s)" in capsys.readouterr().err
 
 
 def test_range_queries_split_under_the_point_limit_give_the_same_stream(
@@ -160,16 +188,16 @@ def test_range_queries_split_under_the_point_limit_give_the_same_stream(
 ) -> None:
     whole, split = tmp_path / "whole.jsonl", tmp_path / "split.jsonl"
     assert _import(prometheus, out=whole) == 0
-    assert " in 17 request(s);" in capsys.readouterr().err  # one per query
+    assert " in 20 request(s);" in capsys.readouterr().err  # one per query
     # 41 steps in parts of at most 7 points: 6 requests per query
     assert _import(prometheus, "--max-points", "7", "--parallel", "2", out=split) == 0
-    assert " in 102 request(s);" in capsys.readouterr().err
+    assert " in 120 request(s);" in capsys.readouterr().err
     assert split.read_bytes() == whole.read_bytes()
     # read a window of 10 steps at a time (5 windows): what one window hands the next (owners, the
     # last workload and hpa events) keeps the stream the same
     windowed = tmp_path / "windowed.jsonl"
     assert _import(prometheus, "--window", "10", out=windowed) == 0
-    assert " in 85 request(s);" in capsys.readouterr().err
+    assert " in 100 request(s);" in capsys.readouterr().err
     assert windowed.read_bytes() == whole.read_bytes()
 
 
@@ -323,7 +351,7 @@ def test_publish_writes_the_stream_to_the_input_topics_between_watermarks(
     prefix = "imp31."
     kafka = ["--broker", kafka_broker, "--topic-prefix", prefix, "--partitions", "1", "--retention-ms", "-1"]
     assert _import(prometheus, "--publish", "--sync-period", "15", *kafka, out=out) == 0
-    assert "tandem import prometheus: published 140 message(s)" in capsys.readouterr().err
+    assert "tandem import prometheus: published 142 message(s)" in capsys.readouterr().err
     events = _read(out)
     first = {"type": "watermark", "cluster": "c1", "ts": fleet.T0 - 15}
     last = {"type": "watermark", "cluster": "c1", "ts": fleet.END}
@@ -354,7 +382,7 @@ def test_publish_is_refused_once_the_cluster_is_in_the_pipeline(
         "(docs/import.md)"
     )
     records = _read_partition(kafka_broker, prefix + "workloads")
-    assert len(records) == 2 + 6  # the first import's watermarks and workload events, nothing of the second
+    assert len(records) == 2 + 7  # the first import's watermarks and workload events, nothing of the second
 
 
 def _own_vpa(events: list[dict[str, Any]], tick: float) -> dict[str, Any]:
