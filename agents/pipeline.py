@@ -424,8 +424,8 @@ class Pipeline:
             kind_of = self.kind_of_topic
             inputs = self.inputs
             offer = merger.offer
-            #: (event type, key, dead letter, topic, reason) of each record refused here
-            rejects: list[tuple[str, bytes | None, bytes, str, str]] = []
+            #: (event type, key, dead letter, topic, reason, records) of each drop here
+            rejects: list[tuple[str, bytes | None, bytes, str, str, int]] = []
             accepted: dict[str, list[float]] = {}  # type -> [count, newest ts]
             touched: set[int] = set()
             read_to = self._read_to
@@ -449,7 +449,7 @@ class Pipeline:
                     self.stats["skipped"] += msg.offset - last - 1
                     gap = f"not delivered: offsets {last + 1}..{msg.offset - 1} skipped by the consumer"
                     record = deadletter_record(msg.topic, partition, last + 1, None, None, gap)
-                    rejects.append((etype, None, record, msg.topic, "not_delivered"))
+                    rejects.append((etype, None, record, msg.topic, "not_delivered", msg.offset - last - 1))
                 if last is None:
                     self._read_from.setdefault(tp, msg.offset)
                 if last is None or msg.offset > last:
@@ -502,7 +502,7 @@ class Pipeline:
                 except InvalidEvent as exc:
                     merger.observe(partition, kind, msg.offset, None, now)
                     record = deadletter_record(msg.topic, partition, msg.offset, msg.key, value, str(exc))
-                    rejects.append((etype, msg.key, record, msg.topic, drop_reason(exc)))
+                    rejects.append((etype, msg.key, record, msg.topic, drop_reason(exc), 1))
                     continue
                 touched.add(partition)
                 self._arrived[partition] = arrived
@@ -882,7 +882,7 @@ class Pipeline:
                 out[kind] = None
         return out
 
-    async def _publish(self, out: Output, rejects: Sequence[tuple[str, bytes | None, bytes, str, str]]) -> None:
+    async def _publish(self, out: Output, rejects: Sequence[tuple[str, bytes | None, bytes, str, str, int]]) -> None:
         """Send outputs and dead letters, and wait until the broker has them all.
 
         Their Kafka timestamp is processing time (the producer's default): the event time is in the
@@ -945,7 +945,7 @@ class Pipeline:
                 late.error,
             )
             futures.append(await send(self.t_deadletter, late.key.encode(), record, None, None, None))
-        for _kind, key, value, _topic, _reason in rejects:
+        for _kind, key, value, *_ in rejects:
             futures.append(await send(self.t_deadletter, key, value, None, None, None))
         self.stats["deadletter"] += len(out.rejected) + len(rejects) + len(out.late)
         if futures:
@@ -983,7 +983,7 @@ class Pipeline:
     def _report(
         self,
         accepted: dict[str, list[float]],
-        rejects: Sequence[tuple[str, bytes | None, bytes, str, str]],
+        rejects: Sequence[tuple[str, bytes | None, bytes, str, str, int]],
         out: Output,
         arrived: float | None,
     ) -> None:
@@ -993,10 +993,10 @@ class Pipeline:
         for kind, (count, ts) in accepted.items():
             metrics.observe_event(kind, ts, int(count))
             newest = ts if newest is None or ts > newest else newest
-        for kind, _, _, topic, reason in rejects:
+        for kind, _, _, topic, reason, n in rejects:
             if reason != "not_delivered":
                 metrics.observe_rejected(kind)
-            metrics.observe_dropped(topic, reason)
+            metrics.observe_dropped(topic, reason, n)
         for r in out.rejected:
             metrics.observe_rejected(r.kind)
             metrics.observe_dropped(self._input_topic(r.kind, r.key), _core_reason(r))

@@ -578,6 +578,79 @@ def test_bad_input_goes_to_the_dead_letter_topic_and_good_input_is_unaffected(
         assert isinstance(d["partition"], int) and isinstance(d["offset"], int)
 
 
+def _metrics_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _sample(text: str, name: str, **labels: str) -> float | None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return float(sample.value)
+    return None
+
+
+def test_a_late_input_is_applied_reported_counted_by_topic_and_reason_and_dead_lettered(
+    kafka_broker: str, tmp_path: Path
+) -> None:
+    """Issue #29 item 3: an input older than a tick already decided (a recording published after the
+    worker went on) is never dropped in silence: the audit's dev.tandem.late.v1, the dead letter
+    with its reason, and ``tandem_events_dropped_total{topic,reason="late"}``."""
+    import urllib.request
+
+    events, policy_docs = generated_stream(("web",), 40)
+    stream, policies = write_stream(tmp_path, events, policy_docs)
+    expected = audit_of(replay(tmp_path, stream, policies))
+    prefix = _prefix()
+    port = _metrics_port()
+    env = env_for(kafka_broker, prefix, TANDEM_METRICS_PORT=str(port))
+    publish(env, stream, policies)
+    first_hpa = next(e for e in events if e["type"] == "hpa")
+    late = orjson.dumps({**first_hpa, "desired_replicas": first_hpa["desired_replicas"] + 1})
+    web = b"c1/shop/Deployment/web"
+    with workers() as ws:
+        ws.append(Worker(tmp_path, "a", env))
+        wait_for(
+            lambda: len(read_topic(kafka_broker, prefix + "audit")) >= len(expected),
+            120,
+            interval=0.3,
+            message=lambda: ws[0].story(),
+        )
+        produce(kafka_broker, [(prefix + "hpa", web, late)])
+        letters = wait_for(
+            lambda: [d for d in read_events(kafka_broker, prefix + "deadletter") if d["error"].startswith("late: ")],
+            60,
+            interval=0.3,
+            message=lambda: ws[0].story(),
+        )
+
+        def scraped() -> str | None:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            return text if _sample(text, "tandem_events_dropped_total", topic=prefix + "hpa", reason="late") else None
+
+        metrics = wait_for(scraped, 30, interval=0.3, message="the late input counted")
+        assert ws[0].stop() == 0
+    _assert_no_tracebacks(*ws)
+    assert _sample(metrics, "tandem_events_dropped_total", topic=prefix + "hpa", reason="late") == 1.0
+    assert _sample(metrics, "tandem_events_late_total", type="hpa") == 1.0
+    [letter] = letters
+    assert (letter["topic"], letter["key"], letter["value"]) == (prefix + "hpa", web.decode(), late.decode())
+    assert re.fullmatch(
+        r"late: ts \S+ belongs to tick \S+, already decided through \S+; applied without a retroactive decision",
+        letter["error"],
+    ), letter["error"]
+    reports = [e for e in read_events(kafka_broker, prefix + "audit") if e["type"] == "dev.tandem.late.v1"]
+    assert [(r["data"]["input"]["partition"], r["data"]["input"]["offset"]) for r in reports] == [
+        (letter["partition"], letter["offset"])
+    ]
+
+
 def test_topics_cli_creates_the_contract_topics_and_the_worker_refuses_other_partition_counts(
     kafka_broker: str, tmp_path: Path
 ) -> None:
