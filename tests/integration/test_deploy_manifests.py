@@ -281,6 +281,7 @@ SECURE_SETS = (
     "kafkaSecurity.saslMechanism=SCRAM-SHA-512",
     "kafkaSecurity.caSecret=kafka-ca",
     r"kafkaSecurity.actuatorClusters={eu-1,us-1}",
+    r"kafkaSecurity.inputClusters={eu-1,us-1}",
     "kafkaSecurity.worker.passwordSecret=worker-kafka",
     "kafkaSecurity.worker.certSecret=worker-tls",
     "kafkaSecurity.collector.passwordSecret=collector-kafka",
@@ -307,6 +308,7 @@ KAFKA_TLS_ENV = {
     "TANDEM_SASL_MECHANISM": "SCRAM-SHA-512",
     "TANDEM_SASL_PASSWORD_FILE": "/etc/tandem/kafka-user/password",
     "TANDEM_ACTUATOR_CLUSTERS": "eu-1,us-1",
+    "TANDEM_INPUT_CLUSTERS": "eu-1,us-1",
 }
 
 
