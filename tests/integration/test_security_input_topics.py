@@ -34,6 +34,7 @@ from ops.observability import Metrics
 from scaling.cloudevents import BLOCKED, DECISION
 from streams.security import KafkaSecurity, Secret
 from streams.settings import KafkaSettings
+from streams.signing import InputKey
 from streams.topics import TOPIC_OF_TYPE
 from tests.fixtures.kafka import run_sync, wait_for
 from tests.fixtures.kafka_secure import SecureBroker
@@ -284,7 +285,17 @@ def attacked(install: Install) -> dict[str, Any]:
     collector_metrics = Metrics()
     b_workload = next(e for e in events if e["type"] == "workload" and e["workload"]["cluster"] == "b")
 
+    a_extra = {**b_workload, "workload": {**b_workload["workload"], "cluster": "a", "name": "extra"}}
+
     async def collect() -> None:
+        # Its own cluster's event, signed: to cluster a's own topic.
+        signed = inst.settings("collector-a", input_signing={"a": InputKey("a-1", "a", Secret(KEYS["a"]))})
+        own = _KafkaSink(signed, collector_metrics)
+        await own.start()
+        try:
+            await own.send([a_extra])
+        finally:
+            await own.stop()
         sink = _KafkaSink(inst.settings("collector-a"), collector_metrics)
         await sink.start()
         try:
@@ -345,6 +356,9 @@ def test_collector_a_cannot_write_cluster_bs_input_topics_nor_the_shared_ones(
     last = [r for r in records(admin, inst.topic("policies", "b")) if r.key == attacked["b_policy_key"]][-1]
     assert last.value is not None and orjson.loads(last.value)["policy"]["kind"]
     assert all(records(admin, inst.topic(s)) == [] for s in INPUTS)  # nothing on the shared topics
+    # The collector's sink writes its own cluster's events to the cluster's own topic.
+    extra = [r for r in records(admin, inst.topic("workloads", "a")) if r.key == b"a/shop/Deployment/extra"]
+    assert len(extra) == 1
 
 
 def test_the_collectors_refused_writes_are_counted_and_dead_lettered(
