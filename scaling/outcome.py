@@ -14,7 +14,12 @@ from typing import Any, NamedTuple
 
 from .events import HpaEvent, SeriesSample, VpaEvent, WorkloadEvent, WorkloadRef
 
-__all__ = ["Blocked", "Outcome", "View"]
+__all__ = ["AMBIGUOUS_MODE", "AMBIGUOUS_POLICY", "Blocked", "Outcome", "View"]
+
+#: The ``mode`` of a policy that does not act because another policy targets its workload too.
+AMBIGUOUS_MODE = "Ambiguous"
+#: The blocked reason of such a policy (docs/contract.md §4).
+AMBIGUOUS_POLICY = "AmbiguousPolicy"
 
 
 class Blocked(NamedTuple):

@@ -25,7 +25,7 @@ from .cloudevents import BLOCKED, DECISION, cloudevent, event_id
 from .errors import InvalidPolicy
 from .events import Event, MetricEvent, PolicyEvent, SeriesSample, WorkloadEvent, WorkloadRef
 from .hpa_metrics import ref_key
-from .outcome import Outcome, View
+from .outcome import AMBIGUOUS_MODE, AMBIGUOUS_POLICY, Outcome, View
 from .policies import Policy, parse_policy
 from .quantity import format_quantity
 from .settings import Settings
@@ -199,12 +199,6 @@ def _reconcile(state: WorkloadState, tick: float, settings: Settings) -> list[Em
     return [*emitted, ("audit", event)]
 
 
-#: The ``mode`` of a policy that does not act because another policy targets its workload too.
-AMBIGUOUS_MODE = "Ambiguous"
-#: The blocked reason of such a policy (docs/contract.md §4).
-AMBIGUOUS_POLICY = "AmbiguousPolicy"
-
-
 def _ambiguous(state: WorkloadState, tick: float, policies: Mapping[str, Any]) -> list[Emitted]:
     """More than one policy targets the workload: none acts, and each is reported blocked.
 
@@ -296,9 +290,7 @@ def _view_settings(settings: Settings) -> Mapping[str, Any]:
     """The read-only settings mapping of every view of a run, built once per ``Settings``."""
     if _VIEW_SETTINGS and _VIEW_SETTINGS[0][0] is settings:
         return _VIEW_SETTINGS[0][1]
-    view = MappingProxyType(
-        {"sync_period": settings.sync_period, "hpa": settings.hpa, "vpa": settings.vpa, "tortoise": settings.tortoise}
-    )
+    view = MappingProxyType(settings.view())
     _VIEW_SETTINGS[:] = [(settings, view)]
     return view
 

@@ -1,16 +1,18 @@
 """Write the policy schemas from the one declaration of every kind's fields (``scaling.policies.fields``).
 
-``python -m schemas.generate`` rewrites, from :data:`scaling.policies.fields.KIND_FIELDS` and the
-policy-kind registry:
+``python -m schemas.generate`` rewrites, from the policy-kind registry (each descriptor's
+``fields``, group, plural and status):
 
 * ``schemas/policy.schema.json``: the manifest's ``$defs`` (one closed ``spec`` per kind and group);
 * each CRD in ``deploy/crds/``: only ``spec.versions[*].schema.openAPIV3Schema``, a structural
   schema that the API server enforces (unknown fields refused under ``fieldValidation=Strict``,
   pruned otherwise).  Everything else in a CRD (names, printer columns, ``subresources``) is
-  kept as the file has it.
+  kept as the file has it;
+* the edge's RBAC rules (:mod:`schemas.rbac`): the ClusterRoles' ``rules`` in ``deploy/rbac/`` and in
+  the chart's ``templates/edge-rbac.yaml``, the rest of those files kept.
 
 ``--check`` writes nothing and exits 1 when a checked-in file differs from what it would write
-(``tests/unit/test_strict_schemas.py`` runs the same comparison).
+(``tests/unit/test_strict_schemas.py`` and ``tests/unit/test_rbac.py`` run the same comparison).
 """
 
 from __future__ import annotations
@@ -23,12 +25,15 @@ from typing import Any
 
 import yaml
 
-from scaling.policies import kinds
-from scaling.policies.fields import KIND_FIELDS, Arr, Leaf, Map, Node, Obj, manifest_tree
+from scaling.policies import PolicyKind, kinds
+from scaling.policies.fields import Arr, Leaf, Map, Node, Obj, manifest_tree
+from schemas.rbac import chart_text, role_text
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY_SCHEMA = ROOT / "schemas" / "policy.schema.json"
 CRDS = ROOT / "deploy" / "crds"
+RBAC = ROOT / "deploy" / "rbac"
+CHART_RBAC = ROOT / "deploy" / "helm" / "tandem" / "templates" / "edge-rbac.yaml"
 
 __all__ = ["crd_schema", "generated_files", "json_schema", "main"]
 
@@ -121,6 +126,12 @@ def json_schema(node: Node) -> dict[str, Any]:
     return out
 
 
+def _fields(kind: PolicyKind) -> Obj:
+    if kind.fields is None:
+        raise SystemExit(f"policy kind {kind.kind} ({kind.group}) declares no fields (PolicyKind.fields)")
+    return kind.fields
+
+
 def _def_name(kind: str, group: str) -> str:
     return f"{kind}.{group}"
 
@@ -138,7 +149,7 @@ def policy_schema(current: dict[str, Any]) -> dict[str, Any]:
     names = list(dict.fromkeys(k.kind for k in kinds()))
     branches: list[dict[str, Any]] = []
     for k in kinds():
-        spec = KIND_FIELDS[(k.kind, k.group)]
+        spec = _fields(k)
         defs[_def_name(k.kind, k.group)] = json_schema(spec)
         branches.append(
             {
@@ -167,8 +178,10 @@ def policy_schema(current: dict[str, Any]) -> dict[str, Any]:
 def _crd_for(doc: dict[str, Any]) -> dict[str, Any]:
     group = doc["spec"]["group"]
     kind = doc["spec"]["names"]["kind"]
-    spec = KIND_FIELDS[(kind, group)]
-    tree = manifest_tree(spec)
+    desc = next((k for k in kinds() if (k.kind, k.group) == (kind, group)), None)
+    if desc is None:
+        raise SystemExit(f"{kind} ({group}) in deploy/crds/ is no registered policy kind")
+    tree = manifest_tree(_fields(desc))
     schema = crd_schema(tree)
     schema["properties"]["metadata"] = {"type": "object"}  # the API server's own, never preserved
     schema["description"] = (
@@ -199,6 +212,9 @@ def generated_files() -> dict[Path, str]:
     out = {POLICY_SCHEMA: json.dumps(policy_schema(json.loads(POLICY_SCHEMA.read_text())), indent=2) + "\n"}
     for path in sorted(CRDS.glob("*.yaml")):
         out[path] = _crd_text(path)
+    for component in ("applier", "collector"):
+        out[RBAC / f"{component}.yaml"] = role_text(RBAC / f"{component}.yaml", component)
+    out[CHART_RBAC] = chart_text(CHART_RBAC)
     return out
 
 

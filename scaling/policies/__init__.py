@@ -11,7 +11,7 @@ from ..recommend.hpa import parse_behavior, parse_metrics
 from .base import Policy, get_path
 from .bounds import Bounds, ContainerBounds
 from .fields import check_fields
-from .registry import PolicyKind, kinds, lookup, register, unregister
+from .registry import PolicyKind, find, kinds, lookup, register, unregister
 
 # isort: off
 # The built-in kinds register themselves on import, in this order: the order of
@@ -37,7 +37,11 @@ CLUSTER_ANNOTATION = "tandem.dev/cluster"
 
 def policy_target(manifest: Mapping[str, Any], default_cluster: str = "default") -> WorkloadRef:
     """The workload a manifest scales: its target in ``metadata.namespace``, in the cluster named by
-    annotation ``tandem.dev/cluster`` (else ``default_cluster``) - docs/contract.md §5."""
+    annotation ``tandem.dev/cluster`` (else ``default_cluster``) - docs/contract.md §5.
+
+    Where the target is named is the kind's (:attr:`PolicyKind.target_paths`); a manifest of no
+    registered kind (an upstream HPA or VPA) or naming it elsewhere is read at any kind's places.
+    """
     if not isinstance(manifest, Mapping):
         raise InvalidPolicy("policy", "expected a manifest object")
     meta = manifest.get("metadata") or {}
@@ -48,29 +52,24 @@ def policy_target(manifest: Mapping[str, Any], default_cluster: str = "default")
     cluster = annotations.get(CLUSTER_ANNOTATION) if isinstance(annotations, Mapping) else None
     cluster = cluster or default_cluster
     for where, value in (("metadata.namespace", namespace), (f"metadata.annotations.{CLUSTER_ANNOTATION}", cluster)):
-        if not isinstance(value, str) or "/" in value:  # found by fuzzing: a mapping was str()-ed into a key
+        if not isinstance(value, str) or "/" in value:  # a mapping str()-ed into a key would pass unnoticed
             raise InvalidPolicy(where, f"{value!r} is not a valid name")
     spec = manifest.get("spec") or {}
-    ref = None
-    for path in (
-        "targetRef",
-        "scaleTargetRef",
-        "targetRefs.scaleTargetRef",  # Tortoise v1beta3
-        "hpaTemplate.scaleTargetRef",
-        "hpaSpec.scaleTargetRef",
-    ):
-        candidate = get_path(spec, path)
-        if isinstance(candidate, Mapping) and candidate.get("name"):
-            ref = candidate
-            break
+    own = find(manifest.get("apiVersion"), manifest.get("kind"))
+    everyone = kinds()
+    paths = dict.fromkeys([*(own.target_paths if own else ()), *(p for k in everyone for p in k.target_paths)])
+    ref = next((c for c in (get_path(spec, p) for p in paths) if isinstance(c, Mapping) and c.get("name")), None)
     if ref is None:
-        # Nanit: spec.target.deployment / spec.target.namespace
-        dep = get_path(spec, "target.deployment")
-        if isinstance(dep, str) and dep:
-            ns = get_path(spec, "target.namespace") or namespace
-            if not isinstance(ns, str) or "/" in ns:
-                raise InvalidPolicy("spec.target.namespace", f"{ns!r} is not a valid name")
-            return WorkloadRef(str(cluster), str(ns), "Deployment", dep)
+        places = dict.fromkeys(
+            p for p in [own.deployment_target if own else None, *(k.deployment_target for k in everyone)] if p
+        )
+        for place in places:
+            dep = get_path(spec, f"{place}.deployment")
+            if isinstance(dep, str) and dep:
+                ns = get_path(spec, f"{place}.namespace") or namespace
+                if not isinstance(ns, str) or "/" in ns:
+                    raise InvalidPolicy(f"spec.{place}.namespace", f"{ns!r} is not a valid name")
+                return WorkloadRef(str(cluster), str(ns), "Deployment", dep)
         raise InvalidPolicy("spec.targetRef", "required target reference (kind, name) is missing")
     kind = ref.get("kind") or "Deployment"
     for key, val in (("kind", kind), ("name", ref.get("name"))):
@@ -85,7 +84,7 @@ def parse_policy(manifest: Mapping[str, Any], workload: WorkloadRef) -> Policy:
     if not isinstance(manifest, Mapping):
         raise InvalidPolicy("policy", "expected a manifest object")
     kind = lookup(manifest.get("apiVersion"), manifest.get("kind"))
-    check_fields(manifest, kind.kind, kind.group)  # a misspelled field is an error, not a default
+    check_fields(manifest, kind.fields)  # a misspelled field is an error, not a default
     for part in ("metadata", "spec"):
         if not isinstance(manifest.get(part), Mapping):
             raise InvalidPolicy(part, "required object is missing")
@@ -98,7 +97,7 @@ def parse_policy(manifest: Mapping[str, Any], workload: WorkloadRef) -> Policy:
         )
     try:
         policy = kind.parse(manifest, workload)
-        _check_hpa_template(policy, manifest)
+        _check_hpa_template(policy, manifest, kind)
     except InvalidPolicy as exc:
         full = _full_path(manifest, exc.field)
         if full == exc.field:
@@ -130,11 +129,7 @@ def _full_path(manifest: Mapping[str, Any], field: str) -> str:
     return found[0] if len(found) == 1 else field
 
 
-#: Where each kind keeps the HPA it would create (the first present is named in an error).
-_HPA_PLACES = ("spec.hpa.template.spec", "spec.hpaTemplate", "spec.hpaSpec")
-
-
-def _check_hpa_template(policy: Policy, manifest: Mapping[str, Any]) -> None:
+def _check_hpa_template(policy: Policy, manifest: Mapping[str, Any], kind: PolicyKind) -> None:
     """Parse the HPA the policy would create now, so a bad metric is the policy's error, not a tick's.
 
     The recommender parses the template's ``metrics`` and ``behavior`` on each tick
@@ -144,7 +139,7 @@ def _check_hpa_template(policy: Policy, manifest: Mapping[str, Any]) -> None:
     template = policy.hpa_template({})
     if template is None:
         return
-    where = next((p for p in _HPA_PLACES if get_path(manifest, p) is not None), "spec")
+    where = next((p for p in kind.hpa_places if get_path(manifest, p) is not None), "spec")
     try:
         parse_metrics(template.metrics)
     except ValueError as exc:
@@ -152,11 +147,8 @@ def _check_hpa_template(policy: Policy, manifest: Mapping[str, Any]) -> None:
         raise InvalidPolicy(f"{where}.{field}", why or field) from None
     behavior = template.behavior
     if behavior is not None:
-        where = (
-            "spec.horizontalPodAutoscalerBehavior"
-            if get_path(manifest, "spec.horizontalPodAutoscalerBehavior")
-            else where + ".behavior"
-        )
+        outside = kind.hpa_behavior_place
+        where = outside if outside and get_path(manifest, outside) else where + ".behavior"
         try:
             parse_behavior(behavior)
         except ValueError as exc:

@@ -20,7 +20,9 @@ from ..events import WorkloadRef
 from ..outcome import Outcome, View
 from .base import get_path, int_field, mapping_field
 from .bounds import Bounds
+from .fields import CUSTOM_HPA_SPEC
 from .registry import PolicyKind, register
+from .status import Observation, StatusShape, as_int, newest, set_condition
 from .templates import HpaTemplate, VpaTemplate
 
 __all__ = ["CustomHpaPolicy", "CustomHpaSpec", "parse_custom_hpa"]
@@ -186,4 +188,59 @@ def _parse(manifest: Mapping[str, Any], workload: WorkloadRef) -> CustomHpaPolic
     return CustomHpaPolicy(parse_custom_hpa(manifest, workload))
 
 
-KIND = register(PolicyKind("CustomHpa", "autoscaling.tandem.dev", ("v1alpha1",), "customhpas", _parse))
+def _fold_status(obj: Mapping[str, Any], status: dict[str, Any], obs: Observation) -> None:
+    """An HPA's status shape (``currentReplicas``, ``desiredReplicas``, ``lastScaleTime``,
+    ``conditions`` with the HPA's condition types)."""
+    when, latest = obs.time, newest(status)
+    conditions = status.setdefault("conditions", [])
+    if when >= latest:
+        current = obs.replicas_after()
+        if current is not None:
+            status["currentReplicas"] = current
+        change = obs.replicas_change()
+        wanted = next((b.get("wanted") for b in obs.blocked() if b.get("target") == "replicas"), None)
+        if change is not None:
+            status["desiredReplicas"] = change[1]
+        elif as_int(wanted) is not None:
+            status["desiredReplicas"] = as_int(wanted)
+        elif current is not None:
+            status["desiredReplicas"] = current
+        metric = obs.inputs.get("metric")
+        if isinstance(metric, Mapping) and metric.get("series"):
+            set_condition(
+                conditions,
+                "ScalingActive",
+                "True",
+                "ValidMetricFound",
+                f"the replica count is computed from the series {metric['series']}",
+                when,
+            )
+        held = [b for b in obs.blocked() if b.get("target") == "replicas"]
+        if held:
+            reason = str(held[0].get("reason") or "HeldBack")
+            set_condition(conditions, "AbleToScale", "True", reason, f"held back: {obs.held_back(held)}", when)
+    error = obs.failed
+    if error is not None:
+        set_condition(conditions, "AbleToScale", "False", "FailedUpdateScale", error, when)
+    elif obs.applied and obs.replicas_change() is not None and when >= str(status.get("lastScaleTime") or ""):
+        status["lastScaleTime"] = when
+        to = obs.replicas_change()[1]  # type: ignore[index]
+        set_condition(conditions, "AbleToScale", "True", "SucceededRescale", f"the applier set replicas to {to}", when)
+    if not conditions:
+        status.pop("conditions")
+
+
+KIND = register(
+    PolicyKind(
+        "CustomHpa",
+        "autoscaling.tandem.dev",
+        ("v1alpha1",),
+        "customhpas",
+        _parse,
+        fields=CUSTOM_HPA_SPEC,
+        target_paths=("targetRef", "scaleTargetRef"),
+        deployment_target="target",
+        # tandem's CRD: the shape of an HPA's status
+        status=StatusShape(_fold_status),
+    )
+)

@@ -31,7 +31,7 @@ from typing import Any
 
 from ..errors import InvalidPolicy
 
-__all__ = ["KIND_FIELDS", "Arr", "AtMost", "Leaf", "Map", "Node", "Obj", "check_fields", "manifest_tree"]
+__all__ = ["Arr", "AtMost", "Leaf", "Map", "Node", "Obj", "check_fields", "manifest_tree"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,14 +337,6 @@ CUSTOM_HPA_SPEC = _obj(
     ),
 )
 
-#: Each kind's ``spec``, by (kind, API group): the registry's kinds each have one (a test checks).
-KIND_FIELDS: dict[tuple[str, str], Obj] = {
-    ("Hvpa", "autoscaling.k8s.io"): HVPA_SPEC,
-    ("Hvpa", "autoscaling.gardener.cloud"): HVPA_V2_SPEC,
-    ("Tortoise", "autoscaling.mercari.com"): TORTOISE_SPEC,
-    ("CustomHpa", "autoscaling.tandem.dev"): CUSTOM_HPA_SPEC,
-}
-
 
 def manifest_tree(spec: Obj) -> Obj:
     """The whole manifest around a kind's ``spec``: the API server owns ``metadata`` and ``status``."""
@@ -423,11 +415,11 @@ def _walk(value: Any, node: Node, path: str) -> None:
             _walk(item, node.values, f"{path}.{key}")
 
 
-def check_fields(manifest: Mapping[str, Any], kind: str, group: str) -> None:
-    """Raise :class:`InvalidPolicy` for the first field of ``manifest`` that its kind does not have.
+def check_fields(manifest: Mapping[str, Any], spec: Obj | None) -> None:
+    """Raise :class:`InvalidPolicy` for the first field of ``manifest`` that its kind's ``spec``
+    tree (the descriptor's ``fields``) does not have.
 
     A kind without a field tree (a test's toy kind) is not checked.
     """
-    spec = KIND_FIELDS.get((kind, group))
     if spec is not None:
         _walk(manifest, manifest_tree(spec), "")

@@ -27,6 +27,7 @@ from ..outcome import Outcome, View
 from ..quantity import format_quantity
 from .base import get_path, int_field, mapping_field, quantity_field
 from .bounds import Bounds
+from .fields import HVPA_V2_SPEC
 from .hvpa import hvpa_bounds
 from .hvpa.rules import _round_kb, min_change_threshold, scaled_limit
 from .hvpa.spec import (
@@ -40,6 +41,7 @@ from .hvpa.spec import (
     _scale_type,
     find_container_policy,
 )
+from .hvpa.status import V2
 from .registry import PolicyKind, register
 from .templates import HpaTemplate, VpaTemplate
 
@@ -740,4 +742,16 @@ def _fingerprint(hpa_desired: int | None, vpa: VpaEvent) -> dict[str, Any]:
     }
 
 
-KIND = register(PolicyKind("Hvpa", "autoscaling.gardener.cloud", ("v1alpha1",), "hvpas", parse_hvpa_v2))
+KIND = register(
+    PolicyKind(
+        "Hvpa",
+        "autoscaling.gardener.cloud",
+        ("v1alpha1",),
+        "hvpas",
+        parse_hvpa_v2,
+        fields=HVPA_V2_SPEC,
+        target_paths=("targetRef",),
+        hpa_places=("spec.hpa.template.spec",),
+        status=V2,
+    )
+)

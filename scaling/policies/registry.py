@@ -2,27 +2,34 @@
 
 Each built-in kind registers itself when its module is imported (``scaling.policies`` imports them
 all); a new kind is one module that builds a :class:`PolicyKind` and calls :func:`register`.
-Everything outside ``scaling.policies`` that depends on the kinds asks here: the parser
-(:func:`scaling.policies.parse_policy`), the collector's watch and the applier's read (the CRD of
-:attr:`PolicyKind.plural` in :attr:`PolicyKind.group`), the settings (a kind's own section).
+Everything outside ``scaling.policies`` that depends on the kinds asks here, never by a kind's
+name: the parser (:func:`scaling.policies.parse_policy`: the fields, the target's and the HPA
+template's places), the collector's watch and the applier's read (the CRD of
+:attr:`PolicyKind.plural` in :attr:`PolicyKind.group`), the CRD and RBAC generators
+(``schemas/generate.py``), the settings (a kind's own section, validated at start-up, shown to its
+policies in ``View.settings``) and the applier's status writer (the kind's :class:`StatusShape`).
+A new part of a kind's contract is one more field here with a default that keeps the other kinds
+as they are.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidPolicy
 from ..events import WorkloadRef
 from .base import Policy
+from .fields import Obj
+from .status import StatusShape
 
-__all__ = ["PolicyKind", "kind_names", "kinds", "lookup", "register", "unregister"]
+__all__ = ["PolicyKind", "find", "kind_names", "kinds", "lookup", "register", "settings_sections", "unregister"]
 
 
 @dataclass(frozen=True, slots=True)
 class PolicyKind:
-    """One policy kind in one API group: how to parse its manifests and where its CRD lives."""
+    """One policy kind in one API group: everything outer code needs to know of it."""
 
     kind: str
     #: The API group; a manifest's ``apiVersion`` is ``<group>/<version>``.
@@ -37,11 +44,33 @@ class PolicyKind:
     #: it raises :class:`InvalidPolicy` for a bad key, so a bad setting fails at start-up.
     settings_section: str | None = None
     validate_settings: Callable[[Mapping[str, Any]], object] | None = None
+    #: Every field of its ``spec`` (``scaling.policies.fields``): the unknown-field check, the
+    #: policy schema and the CRD's schema.  ``None`` (a test's toy kind): not checked, no schema.
+    fields: Obj | None = field(default=None, compare=False)  # a tree of dicts: no hash
+    #: Where in ``spec`` a manifest names its scale target (an object with ``kind`` and ``name``),
+    #: the first present one wins (:func:`scaling.policies.policy_target`).
+    target_paths: tuple[str, ...] = ("targetRef",)
+    #: An object of ``spec`` naming the target as ``{deployment, namespace}`` (Nanit's form), tried
+    #: after :attr:`target_paths`.
+    deployment_target: str | None = None
+    #: Where the manifest keeps the HPA the policy would create (an error in its metrics or
+    #: behavior names the first present one; ``spec`` when none is) ...
+    hpa_places: tuple[str, ...] = ()
+    #: ... and the HPA behavior when the kind keeps it outside that template.
+    hpa_behavior_place: str | None = None
+    #: How the applier writes the kind's ``status`` in its upstream's shape; ``None``: no status
+    #: (and no RBAC rule for the ``status`` subresource).
+    status: StatusShape | None = None
 
     @property
     def api_version(self) -> str:
         """The ``apiVersion`` the CRD is read with (its first served version)."""
         return f"{self.group}/{self.versions[0]}"
+
+    @property
+    def resource(self) -> str:
+        """The CRD's name (``<plural>.<group>``)."""
+        return f"{self.plural}.{self.group}"
 
     def accepts(self, api_version: object) -> bool:
         """Whether ``api_version`` is in this kind's group (any version is parsed alike)."""
@@ -73,6 +102,16 @@ def kinds() -> tuple[PolicyKind, ...]:
 def kind_names() -> list[str]:
     """The registered kind names, each once, in registration order."""
     return list(dict.fromkeys(k.kind for k in _KINDS))
+
+
+def settings_sections() -> dict[str, PolicyKind]:
+    """The settings sections the registered kinds read, each with the kind that reads it."""
+    return {k.settings_section: k for k in _KINDS if k.settings_section is not None}
+
+
+def find(api_version: object, kind: object) -> PolicyKind | None:
+    """The descriptor of an object's ``apiVersion`` and ``kind``, or ``None``."""
+    return next((k for k in _KINDS if k.kind == kind and k.accepts(api_version)), None)
 
 
 def _either(names: list[str]) -> str:

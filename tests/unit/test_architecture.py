@@ -1,5 +1,5 @@
 """ARCHITECTURE: one role per package, layers that only look down, no import cycles, and no code
-outside ``scaling/policies`` that knows a policy kind by name.
+outside ``scaling/policies`` that knows a policy kind by name or imports a kind's module.
 
 The checks read the source (``ast``), never import it, so they see imports inside functions too.
 Each one is a function of a source tree, run on the repository and, to show that it can fail, on a
@@ -171,6 +171,24 @@ def kind_name_uses(root: Path) -> list[str]:
     return [f"{rel}:{line}: policy kind {name!r}" for rel, line, name in sorted(bad)]
 
 
+#: The modules of ``scaling/policies`` that are no kind: the registry and what the kinds share.
+SHARED_POLICY_MODULES = frozenset(
+    f"scaling.policies.{m}" for m in ("registry", "base", "bounds", "fields", "status", "templates")
+)
+
+
+def kind_module_imports(root: Path) -> list[str]:
+    """Imports, from outside ``scaling/policies``, of a kind's own module (``scaling.policies.tortoise``):
+    outer code reaches a kind through the registry's descriptor and the ``Policy`` protocol."""
+    bad = []
+    for imp in imports(root):
+        if imp.source.startswith("scaling.policies.") or imp.source == "scaling.policies":
+            continue
+        if imp.target.startswith("scaling.policies.") and imp.target not in SHARED_POLICY_MODULES:
+            bad.append(f"{imp.where}: {imp.source} imports the kind module {imp.target}")
+    return bad
+
+
 # --- the repository ---------------------------------------------------------------------------
 
 
@@ -184,6 +202,10 @@ def test_no_module_imports_itself_through_a_cycle() -> None:
 
 def test_only_the_policy_kinds_know_their_names() -> None:
     assert kind_name_uses(ROOT) == []
+
+
+def test_only_the_registry_reaches_a_kinds_module() -> None:
+    assert kind_module_imports(ROOT) == []
 
 
 def test_the_checks_see_the_repository() -> None:
@@ -252,6 +274,21 @@ def test_a_cycle_through_a_function_import_and_a_package_is_caught(tmp_path: Pat
 def test_an_acyclic_tree_has_no_cycle(tmp_path: Path) -> None:
     root = _tree(tmp_path, {"scaling/a.py": "from . import b\n", "scaling/b.py": "import scaling\n"})
     assert cycles(root) == []
+
+
+def test_an_import_of_a_kinds_module_from_outside_is_caught(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "edge/status.py": "from scaling.policies import tortoise\nfrom scaling.policies.registry import find\n",
+            "scaling/policies/__init__.py": "from . import tortoise\n",
+            "scaling/policies/registry.py": "",
+            "scaling/policies/tortoise.py": "",
+        },
+    )
+    assert kind_module_imports(root) == [
+        "edge/status.py:1: edge.status imports the kind module scaling.policies.tortoise"
+    ]
 
 
 def test_a_kind_name_in_code_is_caught_but_not_in_a_docstring(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from scaling.errors import InvalidPolicy
 from scaling.policies import parse_policy, policy_target
-from scaling.policies.fields import KIND_FIELDS, manifest_tree
+from scaling.policies.fields import HVPA_SPEC, manifest_tree
 from schemas.generate import crd_schema
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "schemas" / "examples"
@@ -108,7 +108,7 @@ def test_each_case_is_valid_but_for_its_one_value() -> None:
 
 
 def test_the_crd_schema_carries_the_bounds_and_the_min_max_rule() -> None:
-    spec = crd_schema(manifest_tree(KIND_FIELDS[("Hvpa", "autoscaling.k8s.io")]))["properties"]["spec"]
+    spec = crd_schema(manifest_tree(HVPA_SPEC))["properties"]["spec"]
     interval = spec["properties"]["weightBasedScalingIntervals"]["items"]["properties"]
     assert (interval["vpaWeight"]["minimum"], interval["vpaWeight"]["maximum"]) == (0, 100)
     template = spec["properties"]["hpa"]["properties"]["template"]["properties"]["spec"]

@@ -21,7 +21,6 @@ from cli.main import main as tandem
 from scaling.errors import InvalidPolicy
 from scaling.events import WorkloadRef, decode_event
 from scaling.policies import kinds, parse_policy
-from scaling.policies.fields import KIND_FIELDS
 from streams.runner import ReplayStats, read_events
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,7 +41,7 @@ def refused(manifest: dict[str, Any]) -> str:
 
 
 def test_every_registered_kind_declares_its_fields() -> None:
-    assert {(k.kind, k.group) for k in kinds()} == set(KIND_FIELDS)
+    assert [(k.kind, k.group) for k in kinds() if k.fields is None] == []
 
 
 def test_every_example_policy_passes() -> None:

@@ -1,9 +1,12 @@
 """A policy kind is one registration: a toy kind defined and registered only in this test is
 decided by ``tandem replay``, bounded by the applier's checks, watched by the collector, drawn by
-the report and run by the simulator, with no other file touched.
+the report and run by the simulator, reads its own section of the settings, gets its status
+written by the applier and its access in the edge's RBAC rules, with no other file touched.
 
 "Fixed" (``toy.tandem.dev/v1``) always wants ``spec.replicas`` replicas, which must lie within
-``spec.minReplicas``..``spec.maxReplicas``; it never changes container resources.
+``spec.minReplicas``..``spec.maxReplicas``; it never changes container resources.  Its settings
+section ``fixed:`` has one key, ``note``, said in each decision's reasons; its status is
+``{"replicas": N, "conditions": [...]}`` in a place of its own (``state.conditions``).
 """
 
 from __future__ import annotations
@@ -23,14 +26,19 @@ from analysis.simulate import simulate
 from cli.main import main as tandem
 from edge.checks import check_decision, find_policy, policy_bounds
 from edge.kube import Resource, policy_resources
+from edge.status import Observation, fold_status
 from edge.translate import Collector
+from scaling.cloudevents import APPLIED
+from scaling.engine import Engine, policy_event
 from scaling.errors import InvalidPolicy
 from scaling.events import WorkloadRef
-from scaling.outcome import Outcome, View
+from scaling.outcome import AMBIGUOUS_POLICY, Outcome, View
 from scaling.policies import Bounds, PolicyKind, parse_policy, register, unregister
 from scaling.policies.base import int_field
+from scaling.policies.status import StatusShape, as_int
 from scaling.policies.templates import HpaTemplate, VpaTemplate
 from scaling.settings import Settings
+from schemas.rbac import Rule, rules
 
 WL = WorkloadRef("eu-1", "shop", "Deployment", "web")
 T0 = 15_000.0  # a tick (multiple of the 15 s sync period)
@@ -49,6 +57,9 @@ class FixedPolicy:
         out = Outcome(replicas=self.replicas)
         out.inputs = {"replicas": view.spec.replicas}
         out.reasons.append(f"fixed: always {self.replicas}")
+        note = view.settings["fixed"].get("note")
+        if note:
+            out.reasons.append(f"fixed: {note}")
         return out
 
     def bounds(self) -> Bounds:
@@ -72,7 +83,30 @@ def parse_fixed(manifest: Mapping[str, Any], workload: WorkloadRef) -> FixedPoli
     return FixedPolicy(manifest["metadata"]["name"], workload, n, lo, hi)
 
 
-FIXED = PolicyKind("Fixed", "toy.tandem.dev", ("v1",), "fixeds", parse_fixed)
+def validate_fixed_settings(section: Mapping[str, Any]) -> None:
+    for key, value in section.items():
+        if key != "note":
+            raise InvalidPolicy(f"fixed.{key}", "unknown setting; expected note")
+        if not isinstance(value, str):
+            raise InvalidPolicy("fixed.note", f"expected a string, got {value!r}")
+
+
+def fold_fixed_status(obj: Mapping[str, Any], status: dict[str, Any], obs: Observation) -> None:
+    replicas = as_int(obs.replicas_after())
+    if replicas is not None:
+        status["replicas"] = replicas
+
+
+FIXED = PolicyKind(
+    "Fixed",
+    "toy.tandem.dev",
+    ("v1",),
+    "fixeds",
+    parse_fixed,
+    settings_section="fixed",
+    validate_settings=validate_fixed_settings,
+    status=StatusShape(fold_fixed_status, conditions=("state", "conditions")),
+)
 
 
 @pytest.fixture(autouse=True)
@@ -189,3 +223,47 @@ def test_the_collector_watches_the_kinds_crd_and_sends_its_policy_events() -> No
     obj = {**manifest(), "metadata": {**manifest()["metadata"], "uid": "u1", "resourceVersion": "7"}}
     [event] = Collector("eu-1").observe("ADDED", resource, obj, T0)
     assert (event["type"], event["workload"], event["policy"]) == ("policy", WL.as_dict(), manifest())
+
+
+def test_the_kinds_settings_section_is_validated_at_start_and_shown_to_its_policies() -> None:
+    with pytest.raises(InvalidPolicy, match=r"^field 'fixed.notes': unknown setting; expected note$"):
+        Settings.from_mapping({"fixed": {"notes": "x"}})
+    with pytest.raises(InvalidPolicy, match=r"expected one of sync_period, cluster, hpa, vpa, tortoise, fixed$"):
+        Settings.from_mapping({"fixd": {}})
+    settings = Settings.from_mapping({"fixed": {"note": "set by the cluster admin"}})
+    workload = {"replicas": 2, "containers": {"web": {"requests": {"cpu": "500m"}}}}
+    [(topic, event)] = Engine(settings).run(
+        [
+            policy_event(manifest(), "eu-1", T0 - 1),
+            {"type": "workload", "ts": T0 - 1, "workload": WL.as_dict(), **workload},
+        ]
+    )
+    assert (topic, event["data"]["reasons"]) == ("audit", ["fixed: always 5", "fixed: set by the cluster admin"])
+
+
+def test_the_applier_writes_the_kinds_status_with_its_conditions_in_its_place() -> None:
+    obj = {**manifest(), "status": {}}
+    data = {"tick": T0, "policy": {"kind": "Fixed", "name": "toy", "mode": "Auto"}, "replicas": {"from": 2, "to": 5}}
+    applied = {"type": APPLIED, "data": {"patched": ["replicas"]}}
+    assert fold_status(obj, [Observation("decision", data, applied)]) == {"replicas": 5}
+    ambiguous = {
+        "tick": T0 + 15,
+        "blocked": [{"target": "policy", "reason": AMBIGUOUS_POLICY}],
+        "inputs": {"replicas": 5},
+        "ambiguous": [
+            {"apiVersion": "toy.tandem.dev/v1", "kind": "Fixed", "namespace": "shop", "name": "toy"},
+            {"apiVersion": "toy.tandem.dev/v1", "kind": "Fixed", "namespace": "shop", "name": "other"},
+        ],
+    }
+    status = fold_status(obj, [Observation("blocked", ambiguous)])
+    assert status is not None
+    assert status["replicas"] == 5
+    [condition] = status["state"]["conditions"]
+    assert (condition["type"], condition["status"], condition["reason"]) == ("ScalingActive", "False", AMBIGUOUS_POLICY)
+
+
+def test_the_edge_rbac_rules_give_the_collector_and_the_applier_the_kinds_crd_and_status() -> None:
+    assert Rule(("toy.tandem.dev",), ("fixeds",), ("get", "list", "watch")) in rules("collector")
+    applier = rules("applier")
+    assert Rule(("toy.tandem.dev",), ("fixeds",), ("get", "list")) in applier
+    assert Rule(("toy.tandem.dev",), ("fixeds/status",), ("patch",)) in applier

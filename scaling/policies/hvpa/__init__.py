@@ -16,6 +16,7 @@ Every place where the two differ is listed in ``docs/hvpa.md``.  Weights are kep
 
 from __future__ import annotations
 
+from ..fields import HVPA_SPEC
 from ..registry import PolicyKind, register
 from .policy import HvpaPolicy, hvpa_bounds, parse_hvpa_policy
 from .rules import min_change_threshold, scaled_limit, vpa_usable, vpa_weight
@@ -31,6 +32,7 @@ from .spec import (
     find_container_policy,
     parse_hvpa,
 )
+from .status import RELEASED
 
 __all__ = [
     "MODES",
@@ -51,4 +53,17 @@ __all__ = [
     "vpa_weight",
 ]
 
-KIND = register(PolicyKind("Hvpa", "autoscaling.k8s.io", ("v1alpha1",), "hvpas", parse_hvpa_policy))
+KIND = register(
+    PolicyKind(
+        "Hvpa",
+        "autoscaling.k8s.io",
+        ("v1alpha1",),
+        "hvpas",
+        parse_hvpa_policy,
+        fields=HVPA_SPEC,
+        # the released API's targetRef, then the seed form's places
+        target_paths=("targetRef", "scaleTargetRef", "hpaTemplate.scaleTargetRef", "hpaSpec.scaleTargetRef"),
+        hpa_places=("spec.hpa.template.spec", "spec.hpaTemplate", "spec.hpaSpec"),
+        status=RELEASED,
+    )
+)

@@ -16,11 +16,13 @@ floats, which are the same IEEE doubles, so the results land on the same milli-u
 
 from __future__ import annotations
 
+from ..fields import TORTOISE_SPEC
 from ..registry import PolicyKind, register
 from .hpa import DEFAULT_HPA_BEHAVIOR, NEW_METRIC_TARGET
 from .policy import TortoisePolicy, parse_tortoise
 from .settings import FEATURE_PREFERRED_MAX, FEATURES, TortoiseSettings
 from .spec import API_VERSION, AUTOSCALING_TYPES, PHASES, RESOURCES, UPDATE_MODES, ContainerBounds, TortoiseSpec
+from .status import STATUS
 from .tick import HpaState
 
 __all__ = [
@@ -50,5 +52,9 @@ KIND = register(
         parse_tortoise,
         settings_section="tortoise",
         validate_settings=TortoiseSettings.from_mapping,
+        fields=TORTOISE_SPEC,
+        target_paths=("targetRefs.scaleTargetRef",),
+        hpa_behavior_place="spec.horizontalPodAutoscalerBehavior",
+        status=STATUS,
     )
 )
