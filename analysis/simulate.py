@@ -37,6 +37,7 @@ from typing import IO, Any
 
 import orjson
 
+from analysis.holt_winters import HoltWinters, baseline_of
 from analysis.outcomes import GIB, Demand, Outcome
 from analysis.report import build
 from analysis.upstream import UpstreamArm, is_upstream, simulate_upstream
@@ -225,6 +226,8 @@ def simulate_one(
     # The own hpa/vpa events would be dropped here: not built at all, but for a policy whose HPA
     # scales the workload (its events carry the HPA's desired replicas).
     state.publish_own = hpa_acts
+    if baseline_of(manifest) == "holt-winters" and state.policy is not None:
+        state.policy = HoltWinters(state.policy)  # the Holt-Winters baseline (analysis/holt_winters.py)
     first = sim.workload_event(ref, t0)
     pending: list[tuple[float, dict[str, Any]]] = []
     hpa_desired: list[float] = []  # (tick, desired replicas) of the policy's HPA, when it acts

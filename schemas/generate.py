@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from scaling.policies import PolicyKind, kinds
-from scaling.policies.fields import Arr, Leaf, Map, Node, Obj, manifest_tree
+from scaling.policies.fields import Arr, Leaf, Map, Node, Obj, manifest_tree, with_common_fields
 from schemas.rbac import chart_text, role_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -150,7 +150,7 @@ def policy_schema(current: dict[str, Any]) -> dict[str, Any]:
     branches: list[dict[str, Any]] = []
     for k in kinds():
         spec = _fields(k)
-        defs[_def_name(k.kind, k.group)] = json_schema(spec)
+        defs[_def_name(k.kind, k.group)] = json_schema(with_common_fields(spec))  # + spec.predictive
         branches.append(
             {
                 "if": {

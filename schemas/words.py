@@ -156,6 +156,12 @@ def describe_inputs(inputs: Mapping[str, Any]) -> list[str]:
             out.append(f"series {value['series']} at {value.get('value')}{target}")
         elif key == "recommended_replicas" and isinstance(value, Mapping):
             out.append(f"recommended replicas {value.get('min')}..{value.get('max')}")
+        elif key == "forecast" and isinstance(value, Mapping) and "load" in value:
+            # spec.predictive (scaling/policies/predictive.py): what the pre-scale rested on.
+            out.append(
+                f"a forecast load of {value['load']} replicas {value.get('horizon')} s ahead "
+                f"(the policy alone asked {value.get('reactive_replicas')})"
+            )
         else:
             shown = value if isinstance(value, str | int | float) else orjson.dumps(value).decode()
             out.append(f"{key.replace('_', ' ')} {shown}")

@@ -11,6 +11,7 @@ from ..recommend.hpa import parse_behavior, parse_metrics
 from .base import Policy, get_path
 from .bounds import Bounds, ContainerBounds
 from .fields import check_fields
+from .predictive import with_predictive
 from .registry import PolicyKind, find, kinds, lookup, register, unregister
 
 # isort: off
@@ -96,7 +97,7 @@ def parse_policy(manifest: Mapping[str, Any], workload: WorkloadRef) -> Policy:
             f"not the event's workload {workload.key}",
         )
     try:
-        policy = kind.parse(manifest, workload)
+        policy = with_predictive(kind.parse(manifest, workload), manifest)  # spec.predictive, any kind
         _check_hpa_template(policy, manifest, kind)
     except InvalidPolicy as exc:
         full = _full_path(manifest, exc.field)

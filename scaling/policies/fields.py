@@ -338,10 +338,47 @@ CUSTOM_HPA_SPEC = _obj(
 )
 
 
+#: ``spec.predictive`` (issue 36, ``scaling/policies/predictive.py``): the same section for every
+#: kind, declared here once and added to each kind's ``spec`` by :func:`with_common_fields`.
+PREDICTIVE = _obj(
+    "Scale up ahead of a forecast ramp (a seasonal profile per weekday and time of day times a short-term "
+    "level); never below what the policy asks. {} means every default.",
+    horizon=Leaf(
+        "string",
+        "how far ahead to forecast, a duration; default: the observed pod start-up time plus one sync period",
+        pattern=DURATION.pattern,
+    ),
+    maxPreScalePercent=Leaf(
+        "integer", "the most a pre-scale adds, in percent of the replicas the policy asks (default 100)", minimum=0
+    ),
+    minHistory=Leaf("string", "the history needed before it acts, a duration (default 24h)", pattern=DURATION.pattern),
+    maxErrorPercent=Leaf(
+        "integer",
+        "it acts only while the forecaster's recent error is at most this, in percent (default 25)",
+        minimum=0,
+        maximum=100,
+    ),
+)
+
+
+def with_common_fields(spec: Obj) -> Obj:
+    """A kind's ``spec`` with the sections every kind has (``predictive``)."""
+    if "predictive" in spec.fields:
+        return spec
+    return Obj(
+        {**spec.fields, "predictive": PREDICTIVE},
+        open=spec.open,
+        required=spec.required,
+        description=spec.description,
+        fold=spec.fold,
+        rules=spec.rules,
+    )
+
+
 def manifest_tree(spec: Obj) -> Obj:
     """The whole manifest around a kind's ``spec``: the API server owns ``metadata`` and ``status``."""
     return Obj(
-        {"apiVersion": STR, "kind": STR, "metadata": OPEN, "spec": spec, "status": OPEN},
+        {"apiVersion": STR, "kind": STR, "metadata": OPEN, "spec": with_common_fields(spec), "status": OPEN},
         required=("spec",),
     )
 

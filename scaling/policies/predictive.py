@@ -2,7 +2,7 @@
 
 Every kind tandem runs is reactive: replicas follow utilization after it rose, and new pods serve
 only after their start-up time.  ``spec.predictive`` (the same section for every kind, declared
-once here: :data:`PREDICTIVE_FIELDS`) wraps the kind's parsed policy in :class:`Predictive`, which
+once in ``fields.py``: :data:`PREDICTIVE_FIELDS`) wraps the kind's parsed policy in :class:`Predictive`, which
 lets the kind decide as always and then:
 
 1. folds the tick's HPA load (:func:`scaling.forecast.load_of`: the HPA's unrounded desired
@@ -41,7 +41,7 @@ from ..forecast import Forecast, LoadProfile, load_of
 from ..outcome import Outcome, View
 from .base import Policy, duration_field, get_path, int_field
 from .bounds import Bounds
-from .fields import DURATION, Leaf, Obj
+from .fields import PREDICTIVE
 from .templates import HpaTemplate, VpaTemplate
 
 __all__ = ["KEY", "PREDICTIVE_FIELDS", "Predictive", "PredictiveSpec", "parse_predictive", "with_predictive"]
@@ -55,33 +55,9 @@ _STARTUPS = 8
 #: Pods followed from their start to their readiness, at most.
 _UNREADY = 64
 
-#: The fields of ``spec.predictive``, the same for every kind (``scaling.policies.registry`` adds
-#: them to each kind's ``spec``, so the unknown-field check, the policy schema and the CRDs know them).
-PREDICTIVE_FIELDS = Obj(
-    {
-        "horizon": Leaf(
-            "string",
-            "how far ahead to forecast, a duration; default: the observed pod start-up time plus one sync period",
-            pattern=DURATION.pattern,
-        ),
-        "maxPreScalePercent": Leaf(
-            "integer", "the most a pre-scale adds, in percent of the replicas the policy asks (default 100)", minimum=0
-        ),
-        "minHistory": Leaf(
-            "string", "the history needed before it acts, a duration (default 24h)", pattern=DURATION.pattern
-        ),
-        "maxErrorPercent": Leaf(
-            "integer",
-            "it acts only while the forecaster's recent error is at most this, in percent (default 25)",
-            minimum=0,
-            maximum=100,
-        ),
-    },
-    description=(
-        "Scale up ahead of a forecast ramp (seasonal profile per weekday and time of day, times a short-term "
-        "level); never below what the policy asks. {} means every default."
-    ),
-)
+#: The fields of ``spec.predictive``, the same for every kind (declared in ``fields.py``, which adds
+#: them to each kind's ``spec``: the unknown-field check, the policy schema and the CRDs know them).
+PREDICTIVE_FIELDS = PREDICTIVE
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,20 +97,6 @@ def with_predictive(policy: Policy, manifest: Mapping[str, Any]) -> Policy:
     """``policy`` wrapped in :class:`Predictive` when its manifest has ``spec.predictive``."""
     spec = parse_predictive(manifest)
     return policy if spec is None else Predictive(policy, spec)
-
-
-def with_predictive_fields(spec: Obj) -> Obj:
-    """A kind's ``spec`` tree with ``predictive`` (the registry calls it for every kind)."""
-    if "predictive" in spec.fields:
-        return spec
-    return Obj(
-        {**spec.fields, "predictive": PREDICTIVE_FIELDS},
-        open=spec.open,
-        required=spec.required,
-        description=spec.description,
-        fold=spec.fold,
-        rules=spec.rules,
-    )
 
 
 class Predictive:

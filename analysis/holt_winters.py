@@ -1,0 +1,145 @@
+"""A Holt-Winters baseline for ``tandem simulate``: what ``spec.predictive`` is compared with.
+
+The Predictive Horizontal Pod Autoscaler (PHPA; "Predictive Horizontal Pod Autoscaler",
+https://predictive-horizontal-pod-autoscaler.readthedocs.io/en/latest/) computes the replica count
+the HPA would, stores that count once per interval in a replica history, and runs a statistical
+model over the history (Holt-Winters smoothing or linear regression); the model's prediction, and
+with ``decisionType: maximum`` the largest of the predictions, becomes the replica count.  So it
+forecasts *replica counts*, where ``spec.predictive`` forecasts the load (scaling/forecast.py).
+
+:class:`HoltWinters` wraps a tandem policy the same way in the simulator only (it decides nothing in
+the worker): once a minute the HPA's computed replica count (its desired replicas) is the
+observation ``y``; additive Holt-Winters with fixed smoothing (level ``alpha``, trend ``beta``,
+season ``gamma``, a season of one day) predicts ``y`` ``horizon`` ahead, and the replicas are the
+larger of the prediction (rounded up, capped at the policy's ``maxReplicas``) and the policy's own
+count.  The recursions
+are the textbook ones (Hyndman & Athanasopoulos, "Forecasting: Principles and Practice", 8.3
+"Holt-Winters' additive method", https://otexts.com/fpp3/holt-winters.html), run incrementally;
+PHPA fits them afresh over its stored seasons each time (statsmodels ``ExponentialSmoothing``),
+which with fixed parameters gives the same smoothing.  The first season only initialises the model
+(level: its mean, trend 0, season: each value minus the mean): no prediction before a full day.
+
+A policy file selects it with the annotation ``tandem.dev/simulate-baseline: holt-winters`` on a
+manifest (read by the simulator only; the worker ignores annotations it does not know).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from scaling.events import WorkloadRef
+from scaling.outcome import Outcome, View
+from scaling.policies import Bounds, Policy
+from scaling.policies.templates import HpaTemplate, VpaTemplate
+
+__all__ = ["ANNOTATION", "HoltWinters", "baseline_of"]
+
+#: The manifest annotation that runs a policy with the Holt-Winters baseline in ``tandem simulate``.
+ANNOTATION = "tandem.dev/simulate-baseline"
+#: Smoothing of level, trend and season (fixed, not fitted; docs/evaluation.md gives the figures).
+ALPHA, BETA, GAMMA = 0.5, 0.01, 0.5
+#: One observation per interval (PHPA stores one replica count per run of its own interval).
+INTERVAL = 60.0
+#: The horizon when none is given: a 60 s start-up plus one 15 s sync period, as ``spec.predictive``'s default.
+HORIZON = 75.0
+
+
+def baseline_of(manifest: Mapping[str, Any]) -> str | None:
+    """The simulator baseline a manifest asks for (``holt-winters``), ``None`` for none."""
+    meta = manifest.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    value = annotations.get(ANNOTATION) if isinstance(annotations, Mapping) else None
+    return value if isinstance(value, str) else None
+
+
+class HoltWinters:
+    """``inner``'s replicas raised to a Holt-Winters prediction of them (module docstring)."""
+
+    def __init__(self, inner: Policy, period: float = 86400.0, horizon: float = HORIZON) -> None:
+        self.inner = inner
+        self.horizon = horizon
+        #: Slots of a season (one observation a :data:`INTERVAL`, PHPA's interval).
+        self.m = max(1, round(period / INTERVAL))
+        self.start: int | None = None  # the first slot seen
+        self.last: int | None = None  # the last slot folded
+        self.first: dict[int, float] = {}  # the first season's observations, by slot of the season
+        self.season: list[float] = []
+        self.level = 0.0
+        self.trend = 0.0
+
+    @property
+    def kind(self) -> str:
+        return self.inner.kind
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def workload(self) -> WorkloadRef:
+        return self.inner.workload
+
+    def bounds(self) -> Bounds:
+        return self.inner.bounds()
+
+    def hpa_template(self, memory: Mapping[str, Any]) -> HpaTemplate | None:
+        return self.inner.hpa_template(memory)
+
+    def vpa_template(self) -> VpaTemplate | None:
+        return self.inner.vpa_template()
+
+    def decide(self, view: View, memory: dict[str, Any]) -> Outcome:
+        out = self.inner.decide(view, memory)
+        reactive = out.replicas if out.replicas is not None else view.spec.replicas
+        # PHPA's observation is the count the HPA computed from the metrics, not the replicas the
+        # workload has: those include the model's own earlier raises, a loop that only climbs.
+        computed = view.hpa.desired_replicas if view.hpa is not None else reactive
+        predicted = self._observe(view.tick, float(computed))
+        if predicted is None:
+            return out
+        want = math.ceil(round(predicted, 2))
+        top = self.inner.bounds().max_replicas
+        if top is not None:
+            want = min(want, top)
+        if want <= reactive:
+            return out
+        return Outcome(
+            want if want != view.spec.replicas or out.replicas is not None else None,
+            out.requests,
+            out.limits,
+            out.hpa,
+            list(out.blocked),
+            [*out.reasons, f"Holt-Winters baseline: {predicted:.1f} replicas predicted"],
+            out.inputs,
+            out.dry_run,
+            out.mode,
+        )
+
+    def _observe(self, tick: float, y: float) -> float | None:
+        """Fold ``y`` seen at ``tick`` (the first tick of each interval only); the prediction
+        ``horizon`` ahead once a season is known."""
+        slot = int(tick // INTERVAL)
+        m = self.m
+        if self.last != slot:
+            self.last = slot
+            if self.start is None:
+                self.start = slot
+            if not self.season:
+                self.first[slot % m] = y
+                if slot - self.start + 1 < m:
+                    return None
+                self.level = sum(self.first.values()) / len(self.first)
+                self.season = [self.first.get(i, self.level) - self.level for i in range(m)]
+                return None
+            i = slot % m
+            s = self.season[i]
+            level = ALPHA * (y - s) + (1 - ALPHA) * (self.level + self.trend)
+            self.trend = BETA * (level - self.level) + (1 - BETA) * self.trend
+            self.season[i] = GAMMA * (y - level) + (1 - GAMMA) * s
+            self.level = level
+        if not self.season:
+            return None
+        h = max(1, math.ceil(self.horizon / INTERVAL))
+        return self.level + h * self.trend + self.season[(slot + h) % m]
