@@ -1,6 +1,12 @@
 """Benchmark: ``tandem import prometheus`` from a real Prometheus, then ``tandem replay`` of the result.
 
     python bench/bench_import.py [--workloads 100] [--pods 10] [--hours 24] [--step 60] [--keep DIR]
+                                 [--print-url]
+
+With ``--keep DIR`` the loaded TSDB stays in DIR and a later run with the same DIR (and fleet)
+skips generating and loading it.  ``--print-url`` starts Prometheus on it, prints the URL and
+the import's arguments, and leaves it running (``scripts/prometheus.sh stop DIR/prometheus``):
+what times one import against another (``--vs``-style tools, or ``/usr/bin/time -v`` twice).
 
 A fleet of ``--workloads`` Deployments of ``--pods`` pods (one container each) over ``--hours``,
 scraped every ``--step`` seconds: cAdvisor's CPU counter and working set, kube-state-metrics' pod
@@ -108,28 +114,38 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=10, help="pods per Deployment (default 10)")
     parser.add_argument("--hours", type=float, default=24.0, help="history in hours (default 24; 672 is four weeks)")
     parser.add_argument("--step", type=int, default=60, help="scrape interval and import step, seconds (default 60)")
-    parser.add_argument("--keep", help="state directory to keep (default: a temporary one)")
+    parser.add_argument(
+        "--keep", help="state directory to keep, and reuse when it holds this fleet (default: a temporary one)"
+    )
+    parser.add_argument("--print-url", action="store_true", help="serve the loaded fleet, print its URL, exit")
     args = parser.parse_args()
+    if args.print_url and not args.keep:
+        parser.error("--print-url needs --keep DIR (the fleet stays there, served)")
 
     print(f"machine: {platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     state = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="tandem-bench-import-"))
     state.mkdir(parents=True, exist_ok=True)
-    om = state / "fleet.om"
-    t = time.monotonic()
-    samples = generate(om, args.workloads, args.pods, args.hours, args.step)
-    print(f"generate: {samples:,} samples, {om.stat().st_size / 1e6:.0f} MB in {time.monotonic() - t:.1f} s")
     prom = state / "prometheus"
-    t = time.monotonic()
-    subprocess.run(["bash", str(ROOT / "scripts/prometheus.sh"), "load", str(prom), str(om)], check=True)
-    loaded = time.monotonic() - t
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    print(f"load (promtool): {loaded:.1f} s, {samples / loaded:,.0f} samples/s, max RSS {before / 1024:.0f} MiB")
-    om.unlink()
-    env = {
-        **os.environ,
-        "TANDEM_PROMETHEUS_LOOKBACK": f"{args.step - 5}s",
-        "TANDEM_PROMETHEUS_WATCH_PID": str(os.getpid()),
-    }
+    fleet = f"{args.workloads} {args.pods} {args.hours:g} {args.step}\n"
+    marker = state / "fleet"
+    if marker.exists() and marker.read_text() == fleet:
+        print(f"reusing the fleet loaded in {prom}")
+    else:
+        om = state / "fleet.om"
+        t = time.monotonic()
+        samples = generate(om, args.workloads, args.pods, args.hours, args.step)
+        print(f"generate: {samples:,} samples, {om.stat().st_size / 1e6:.0f} MB in {time.monotonic() - t:.1f} s")
+        t = time.monotonic()
+        shutil.rmtree(prom, ignore_errors=True)
+        subprocess.run(["bash", str(ROOT / "scripts/prometheus.sh"), "load", str(prom), str(om)], check=True)
+        loaded = time.monotonic() - t
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        print(f"load (promtool): {loaded:.1f} s, {samples / loaded:,.0f} samples/s, max RSS {before / 1024:.0f} MiB")
+        om.unlink()
+        marker.write_text(fleet)
+    env = {**os.environ, "TANDEM_PROMETHEUS_LOOKBACK": f"{args.step - 5}s"}
+    if not args.print_url:
+        env["TANDEM_PROMETHEUS_WATCH_PID"] = str(os.getpid())
     url = subprocess.run(
         ["bash", str(ROOT / "scripts/prometheus.sh"), "start", str(prom)],
         env=env,
@@ -137,11 +153,16 @@ def main() -> int:
         text=True,
         check=True,
     ).stdout.split()[-1]
+    end = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(T0 + int(args.hours * 3600)))
+    argv = ["import", "prometheus", url, "--start", "2026-01-01T00:00:00Z", "--end", end, "--cluster", "bench"]
+    argv += ["--step", f"{args.step}s"]
+    if args.print_url:
+        print(url)
+        print("tandem " + " ".join(argv))
+        return 0
     try:
-        end = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(T0 + int(args.hours * 3600)))
         history = state / "history.jsonl.gz"
-        argv = ["import", "prometheus", url, "--start", "2026-01-01T00:00:00Z", "--end", end, "--cluster", "bench"]
-        argv += ["--step", f"{args.step}s", "--out", str(history)]
+        argv += ["--out", str(history)]
         took, rss, err = measured(argv)
         summary = err.strip().splitlines()[-2]
         series = int(re.search(r": (\d+) series", summary)[1])  # type: ignore[index]

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gzip
-import json
 import logging
 import os
 import re
@@ -24,6 +23,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, cast
+
+import orjson
 
 from cli.options import env
 from ops.errors import describe
@@ -256,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
             return 1
     elif not args.publish:
         for line in keep:
-            sys.stdout.write(json.dumps(line[2][2], separators=(",", ":")) + "\n")
+            sys.stdout.write(orjson.dumps(line[2][2], option=orjson.OPT_APPEND_NEWLINE).decode())
         sys.stdout.flush()
 
     by_type = ", ".join(f"{counts[t]} {t}" for t in EVENT_TYPES if counts[t]) or "none"
@@ -292,7 +293,7 @@ class _Sink:
         )
 
     def write(self, event: dict[str, Any]) -> None:
-        self.stream.write(json.dumps(event, separators=(",", ":")).encode() + b"\n")
+        self.stream.write(orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE))
 
     def commit(self) -> None:
         if self.stream is not self.raw:

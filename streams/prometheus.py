@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 import ssl
 import threading
 import time
@@ -35,6 +34,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from string import Template
 from typing import Any
+
+import orjson
 
 from scaling.quantity import format_quantity
 from scaling.spelling import did_you_mean
@@ -55,6 +56,9 @@ __all__ = [
     "import_history",
     "load_queries",
 ]
+
+#: How Prometheus's JSON writes values that are not finite numbers.
+_NOT_FINITE = frozenset({"NaN", "+Inf", "-Inf"})
 
 #: Prometheus refuses a range query whose series would have more points than this.
 MAX_POINTS = 11_000
@@ -262,8 +266,8 @@ class Client:
             self.sleep(delay)
             delay *= 2
         try:
-            answer = json.loads(body)
-        except ValueError:
+            answer = orjson.loads(body)
+        except orjson.JSONDecodeError:
             raise self._fail(query, "the answer is not JSON (is the URL Prometheus's?)") from None
         if not isinstance(answer, dict) or answer.get("status") != "success":
             error = answer.get("error", "no status") if isinstance(answer, dict) else "not an object"
@@ -273,11 +277,9 @@ class Client:
             raise self._fail(query, f"expected a matrix, got {data.get('resultType')!r}")
         out: list[Series] = []
         for item in data.get("result", []):
-            points: dict[int, float] = {}
-            for t, v in item.get("values", []):
-                value = float(v)
-                if math.isfinite(value):
-                    points[round(float(t) * 1000)] = value
+            # Prometheus writes a value as a string ("NaN", "+Inf" where not finite) and its time in
+            # seconds; times are kept in milliseconds (a step may be below a second)
+            points = {round(t * 1000): float(v) for t, v in item.get("values", ()) if v not in _NOT_FINITE}
             out.append((dict(item.get("metric", {})), points))
         return out
 
@@ -423,18 +425,28 @@ def import_history(
     state = BuildState()
     windows = _parts(start_ms, end_ms, step_ms, max(1, min(window_points, max_points)))
     empty: dict[str, str] | None = None
-    for i, (w_start, w_end) in enumerate(windows):
-        if progress is not None:
-            progress(i, len(windows))
-        fetched = fetch_all(client, queries, w_start, w_end, step_ms, ns, max_points=max_points, parallel=parallel)
-        stats.windows += 1
-        stats.samples += fetched.samples
-        stats.requests = client.requests
-        for name, found in fetched.series.items():
-            stats.series.update((name, tuple(sorted(labels.items()))) for labels, _ in found)
-        warned = {w.split(" ", 4)[3]: w for w in fetched.warnings}  # "no series for NAME (...)"
-        empty = warned if empty is None else {k: v for k, v in empty.items() if k in warned}
-        yield build_events(fetched, queries, cluster, w_start, w_end, step_ms, state)
+
+    def fetch(window: tuple[int, int]) -> Fetched:
+        return fetch_all(client, queries, *window, step_ms, ns, max_points=max_points, parallel=parallel)
+
+    # The next window is read while this one's events are built and handed on: Prometheus answers
+    # on one core while Python builds on the other (two windows in memory, not one).
+    with ThreadPoolExecutor(max_workers=1) as ahead:
+        pending = ahead.submit(fetch, windows[0]) if windows else None
+        for i, (w_start, w_end) in enumerate(windows):
+            if progress is not None:
+                progress(i, len(windows))
+            assert pending is not None
+            fetched = pending.result()
+            pending = ahead.submit(fetch, windows[i + 1]) if i + 1 < len(windows) else None
+            stats.windows += 1
+            stats.samples += fetched.samples
+            stats.requests = client.requests
+            for name, found in fetched.series.items():
+                stats.series.update((name, tuple(sorted(labels.items()))) for labels, _ in found)
+            warned = {w.split(" ", 4)[3]: w for w in fetched.warnings}  # "no series for NAME (...)"
+            empty = warned if empty is None else {k: v for k, v in empty.items() if k in warned}
+            yield build_events(fetched, queries, cluster, w_start, w_end, step_ms, state)
     if progress is not None:
         progress(len(windows), len(windows))
     stats.warnings = [*(empty or {}).values(), *state.warnings.values()]
@@ -442,6 +454,64 @@ def import_history(
 
 def _num(value: float) -> int | float:
     return int(value) if value.is_integer() else value
+
+
+#: (namespace, pod)
+_PodKey = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Timeline:
+    """A value per step: ``value`` at the steps in ``steps`` (a value constant over a pod's life,
+    the common case, kept once), or, when ``by_step`` is set, that map."""
+
+    steps: Any  # a set or a dict's keys view
+    value: Any
+    by_step: dict[int, Any] | None
+
+    def points(self) -> dict[int, Any]:
+        return self.by_step if self.by_step is not None else dict.fromkeys(self.steps, self.value)
+
+
+def _at(timelines: Mapping[tuple[str, str], _Timeline], key: tuple[str, str], t: int) -> Any:
+    """The value of ``key``'s timeline at ``t``, ``()`` where it has none."""
+    line = timelines.get(key)
+    if line is None:
+        return ()
+    if line.by_step is not None:
+        return line.by_step.get(t, ())
+    return line.value if t in line.steps else ()
+
+
+def _changes(points: Any, step_ms: int) -> set[int]:
+    """The steps where ``points`` (a step -> value mapping, or the steps of a constant) starts,
+    ends (the step after its last) or changes value: one set comparison for the common series,
+    present at every step of a run with one value."""
+    if not points:
+        return set()
+    lo, hi = min(points), max(points)
+    values = points.values() if isinstance(points, Mapping) else None
+    if len(points) == (hi - lo) // step_ms + 1 and (values is None or len(set(values)) == 1):
+        return {lo, hi + step_ms}
+    out: set[int] = set()
+    before: tuple[int, Any] | None = None
+    for t in sorted(points):
+        v = points[t] if values is not None else True
+        if before is None or t != before[0] + step_ms:
+            out.add(t)
+            if before is not None:
+                out.add(before[0] + step_ms)
+        elif v != before[1]:
+            out.add(t)
+        before = (t, v)
+    assert before is not None
+    out.add(before[0] + step_ms)
+    return out
+
+
+def _at_ready(ready: Mapping[tuple[str, str], dict[int, float]], key: tuple[str, str], t: int) -> bool:
+    points = ready.get(key)
+    return points is not None and points.get(t, 0.0) > 0
 
 
 def _hpa_metrics(found: Iterable[tuple[str, str, float]]) -> tuple[list[dict[str, Any]] | None, str]:
@@ -483,6 +553,8 @@ class BuildState:
     last: dict[tuple[str, tuple[str, str, str]], Any] = field(default_factory=dict)
     #: Warnings about single objects, once each (an HPA whose metrics cannot be told apart).
     warnings: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: What each workload's last ``workload`` event was built from (:func:`build_events`).
+    fingerprints: dict[tuple[str, str, str], Any] = field(default_factory=dict)
 
 
 def build_events(
@@ -520,67 +592,114 @@ def build_events(
         owner[(ns, pod)] = (kind, name)
         alive[(ns, pod)].update(points)
 
-    def per_container(name: str) -> dict[int, dict[tuple[str, str], dict[str, float]]]:
-        # step -> (ns, pod) -> container -> value
-        out: dict[int, dict[tuple[str, str], dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
+    # Series are read where they lie, a dict of points per series, and never transposed into
+    # step -> pod -> container tables: a month of a thousand pods is 40 million pod-steps.
+    usage: dict[_PodKey, dict[str, list[dict[int, float] | None]]] = {}  # pod -> container -> [cpu, mem, oom]
+    for slot, name in enumerate(("cpu", "memory", "oom")):
         for labels, points in s.get(name, []):
-            key = (labels.get(ns_l, ""), labels.get(pod_l, ""))
-            for t, v in points.items():
-                out[t][key][labels.get(ctr_l, "")] = v
+            by_ctr = usage.setdefault((labels.get(ns_l, ""), labels.get(pod_l, "")), {})
+            entry = by_ctr.setdefault(labels.get(ctr_l, ""), [None, None, None])
+            known = entry[slot]
+            entry[slot] = points if known is None else {**known, **points}
+    #: pod -> its containers in order, with their cpu, memory and oom points
+    containers_of: dict[
+        _PodKey, list[tuple[str, dict[int, float] | None, dict[int, float] | None, dict[int, float] | None]]
+    ] = {pk: [(ctr, e[0], e[1], e[2]) for ctr, e in sorted(by_ctr.items())] for pk, by_ctr in usage.items()}
+
+    def resources(name: str) -> dict[_PodKey, _Timeline]:
+        # pod -> step -> ((container, ((resource, value), ...)), ...), the containers and resources sorted
+        per_pod: dict[_PodKey, dict[tuple[str, str], dict[int, float]]] = defaultdict(dict)
+        for labels, points in s.get(name, []):
+            k = (labels.get(ctr_l, ""), labels.get(res_l, ""))
+            pod_series = per_pod[(labels.get(ns_l, ""), labels.get(pod_l, ""))]
+            pod_series[k] = {**pod_series[k], **points} if k in pod_series else points
+        out: dict[_PodKey, _Timeline] = {}
+        for pk, series in per_pod.items():
+            items = sorted(series.items())
+            first = items[0][1]
+            if all(p.keys() == first.keys() and len(set(p.values())) == 1 for _, p in items):
+                # every series of the pod constant over the same steps (the common case): one value
+                grouped: dict[str, list[tuple[str, float]]] = {}
+                for (ctr, res), p in items:
+                    grouped.setdefault(ctr, []).append((res, next(iter(p.values()))))
+                out[pk] = _Timeline(first.keys(), tuple((c, tuple(r)) for c, r in grouped.items()), None)
+                continue
+            steps: dict[int, dict[str, list[tuple[str, float]]]] = defaultdict(dict)
+            for (ctr, res), p in items:
+                for t, v in p.items():
+                    steps[t].setdefault(ctr, []).append((res, v))
+            out[pk] = _Timeline((), (), {t: tuple((c, tuple(r)) for c, r in at_t.items()) for t, at_t in steps.items()})
         return out
 
-    cpu, mem, oom = per_container("cpu"), per_container("memory"), per_container("oom")
-
-    def per_resource(name: str) -> dict[int, dict[tuple[str, str], dict[str, dict[str, float]]]]:
-        out: dict[int, dict[tuple[str, str], dict[str, dict[str, float]]]] = defaultdict(
-            lambda: defaultdict(lambda: defaultdict(dict))
-        )
-        for labels, points in s.get(name, []):
-            key = (labels.get(ns_l, ""), labels.get(pod_l, ""))
-            for t, v in points.items():
-                out[t][key][labels.get(ctr_l, "")][labels.get(res_l, "")] = v
-        return out
-
-    requests, limits = per_resource("requests"), per_resource("limits")
-    ready: dict[int, dict[tuple[str, str], bool]] = defaultdict(dict)
+    requests, limits = resources("requests"), resources("limits")
+    ready: dict[_PodKey, dict[int, float]] = {}
     has_ready = bool(s.get("ready"))
     for labels, points in s.get("ready", []):
-        for t, v in points.items():
-            ready[t][(labels.get(ns_l, ""), labels.get(pod_l, ""))] = v > 0
-
-    phase: dict[int, dict[tuple[str, str], str]] = defaultdict(dict)
+        pk = (labels.get(ns_l, ""), labels.get(pod_l, ""))
+        ready[pk] = {**ready[pk], **points} if pk in ready else points
+    phases: dict[_PodKey, _Timeline] = {}
+    phase_points: dict[_PodKey, dict[int, str]] = defaultdict(dict)
     for labels, points in s.get("pod_phase", []):
-        for t, v in points.items():
-            if v > 0:
-                phase[t][(labels.get(ns_l, ""), labels.get(pod_l, ""))] = labels.get(lb["phase"], "")
-    started: dict[int, dict[tuple[str, str], float]] = defaultdict(dict)
+        pk = (labels.get(ns_l, ""), labels.get(pod_l, ""))
+        phase = labels.get(lb["phase"], "")
+        phase_points[pk].update((t, phase) for t, v in points.items() if v > 0)
+    for pk, by_step in phase_points.items():
+        names = set(by_step.values())
+        phases[pk] = _Timeline(by_step.keys(), names.pop(), None) if len(names) == 1 else _Timeline((), "", by_step)
+    started: dict[_PodKey, _Timeline] = {}
     for labels, points in s.get("pod_started", []):
-        for t, v in points.items():
-            started[t][(labels.get(ns_l, ""), labels.get(pod_l, ""))] = v
-    has_pods = has_ready or bool(phase) or bool(started)
+        pk = (labels.get(ns_l, ""), labels.get(pod_l, ""))
+        merged = {**started[pk].points(), **points} if pk in started else points
+        times = set(merged.values())
+        started[pk] = _Timeline(merged.keys(), times.pop(), None) if len(times) == 1 else _Timeline((), 0.0, merged)
+    has_pods = has_ready or bool(phases) or bool(started)
 
-    replicas: dict[int, dict[tuple[str, str, str], int]] = defaultdict(dict)
-    for name, kind, label in (
+    replicas: dict[tuple[str, str, str], dict[int, float]] = {}
+    for query, kind, label in (
         ("deployment_replicas", "Deployment", lb["deployment"]),
         ("statefulset_replicas", "StatefulSet", lb["statefulset"]),
     ):
-        for labels, points in s.get(name, []):
-            for t, v in points.items():
-                replicas[t][(labels.get(ns_l, ""), kind, labels.get(label, ""))] = int(v)
+        for labels, points in s.get(query, []):
+            wk = (labels.get(ns_l, ""), kind, labels.get(label, ""))
+            replicas[wk] = {**replicas[wk], **points} if wk in replicas else points
 
     # a pod is in its workload at a step where it has an owner series or a usage sample
-    pods_at: dict[int, dict[tuple[str, str, str], list[str]]] = defaultdict(lambda: defaultdict(list))
-    present: dict[int, set[tuple[str, str]]] = defaultdict(set)
-    for pod_key, steps in alive.items():
-        for t in steps:
-            present[t].add(pod_key)
-    for source in (cpu, mem):
-        for t, found in source.items():
-            present[t].update(k for k in found if k in owner)
-    for t, keys in present.items():
-        for ns, pod in keys:
-            kind, name = owner[(ns, pod)]
-            pods_at[t][(ns, kind, name)].append(pod)
+    members: dict[tuple[str, str, str], list[tuple[str, set[int] | Any]]] = defaultdict(list)
+    for pk in alive.keys() | (usage.keys() & owner.keys()):
+        steps: set[int] | Any = alive.get(pk, set())
+        for _, cp, mp, _ in containers_of.get(pk, ()):
+            for p in (cp, mp):
+                if p is not None and not p.keys() <= steps:
+                    steps = steps | p.keys()
+        ns, pod = pk
+        members[(ns, *owner[pk])].append((pod, steps))
+    for listed in members.values():
+        listed.sort()
+    last_seen = state.fingerprints
+    # The steps where a workload's event may change: where one of its pods comes, goes or changes
+    # requests, limits, readiness, phase or start time, or its replicas change; and the window's
+    # first (the last window's event is compared).  At the others, most steps of most workloads,
+    # the workload event is not even looked at.
+    dirty: dict[tuple[str, str, str], set[int]] = {}
+    for wk in members.keys() | replicas.keys():
+        changes = {start_ms}
+        counted = replicas.get(wk)
+        if counted is not None:
+            changes |= _changes(counted, step_ms)
+        ns = wk[0]
+        for pod, steps in members.get(wk, ()):
+            pk = (ns, pod)
+            changes |= _changes(steps, step_ms)
+            for lines in (requests, limits, phases, started):
+                line = lines.get(pk)
+                if line is not None:
+                    changes |= _changes(line.points() if line.by_step is not None else line.steps, step_ms)
+            points = ready.get(pk)
+            if points is not None:
+                changes |= _changes(points, step_ms)
+        dirty[wk] = changes
+    ready_at = {pk: {t for t, v in points.items() if v > 0} for pk, points in ready.items()}
+    nowhere: frozenset[int] = frozenset()
 
     hpa_target = state.hpa_target
     for labels, _ in s.get("hpa_info", []):
@@ -630,51 +749,75 @@ def build_events(
         last[(kind, key)] = content
         return True
 
+    workload_keys = sorted(members.keys() | replicas.keys())
+    empty: tuple[Any, ...] = ()
     for t in range(start_ms, end_ms + 1, step_ms):
         ts = t / 1000
-        here = pods_at.get(t, {})
-        # this step's slices, looked up once (a month of a thousand pods is 40 million pod-steps)
-        cpu_t, mem_t, oom_t = cpu.get(t, {}), mem.get(t, {}), oom.get(t, {})
-        ready_t, requests_t, limits_t = ready.get(t, {}), requests.get(t, {}), limits.get(t, {})
-        phase_t, started_t = phase.get(t, {}), started.get(t, {})
-        workloads = sorted(set(here) | set(replicas.get(t, {})))
-        for key in workloads:
-            pods = sorted(here.get(key, []))
-            ns = key[0]
+        here: list[tuple[tuple[str, str, str], list[str]]] = []  # workloads with pods at t, sorted
+        for wk in workload_keys:
+            present = [pod for pod, steps in members.get(wk, empty) if t in steps]
+            counted = replicas.get(wk)
+            count = counted.get(t) if counted is not None else None
+            if not present and count is None:
+                continue
+            ns = wk[0]
+            if present:
+                here.append((wk, present))
+            if t not in dirty[wk]:
+                continue  # nothing the workload event says changed since the last step
+            # what the workload event says, compared before it is built (most steps change nothing)
+            fingerprint = (
+                count,
+                tuple(
+                    (
+                        p,
+                        _at(requests, (ns, p), t),
+                        _at(limits, (ns, p), t),
+                        _at_ready(ready, (ns, p), t) if has_ready else True,
+                        _at(phases, (ns, p), t),
+                        _at(started, (ns, p), t),
+                    )
+                    for p in present
+                ),
+            )
+            if last_seen.get(wk) == fingerprint:
+                continue
+            last_seen[wk] = fingerprint
             containers: dict[str, dict[str, dict[str, int | float]]] = {}
-            for pod in pods:
-                for table, part in ((requests_t, "requests"), (limits_t, "limits")):
-                    for ctr, res in sorted(table.get((ns, pod), {}).items()):
-                        entry = containers.setdefault(ctr, {})
-                        if part not in entry:
-                            entry[part] = {r: _num(v) for r, v in sorted(res.items())}
-            count = replicas.get(t, {}).get(key, len(pods))
-            body: dict[str, Any] = {"replicas": count, "containers": containers}
+            for _, rq, lm, _, _, _ in fingerprint[1]:
+                for sig, part in ((rq, "requests"), (lm, "limits")):
+                    for ctr, res in sig:
+                        spec = containers.setdefault(ctr, {})
+                        if part not in spec:
+                            spec[part] = {r: _num(v) for r, v in res}
+            body: dict[str, Any] = {
+                "replicas": int(count) if count is not None else len(present),
+                "containers": containers,
+            }
             if has_pods:
                 # as the collector: failed pods are left out (the HPA controller ignores them)
-                listed = [p for p in pods if phase_t.get((ns, p)) != "Failed"]
-                flags = [ready_t.get((ns, p), False) if has_ready else True for p in listed]
-                body["ready_replicas"] = sum(flags)
+                shown = [f for f in fingerprint[1] if f[4] != "Failed"]
+                body["ready_replicas"] = sum(f[3] for f in shown)
                 body["pods"] = [
                     {
                         "name": p,
-                        "ready": f,
-                        "phase": phase_t.get((ns, p)) or "Running",
-                        "started": _num(started_t[(ns, p)]) if (ns, p) in started_t else None,
+                        "ready": r,
+                        "phase": phase or "Running",
+                        "started": _num(when) if when != () else None,
                     }
-                    for p, f in zip(listed, flags, strict=True)
+                    for p, _, _, r, phase, when in shown
                 ]
-            if changed("workload", key, body):
-                events.append({"type": "workload", "ts": ts, "workload": ref(*key), **body})
+            if changed("workload", wk, body):
+                events.append({"type": "workload", "ts": ts, "workload": ref(*wk), **body})
         for (ns, hpa), fields in sorted(hpa_at.get(t, {}).items()):
             target = hpa_target.get((ns, hpa))
             if target is None or "desired_replicas" not in fields or not all(target):
                 continue
             key = (ns, *target)
             body = {**fields, "name": hpa, "source": "cluster"}
-            found = hpa_metrics_at.get(t, {}).get((ns, hpa))
-            if found:
-                metrics, why = _hpa_metrics(found)
+            targets = hpa_metrics_at.get(t, {}).get((ns, hpa))
+            if targets:
+                metrics, why = _hpa_metrics(targets)
                 if metrics is not None:
                     body["metrics"] = metrics
                 elif (ns, hpa) not in state.warnings:
@@ -689,25 +832,26 @@ def build_events(
             }
             if recs and changed("vpa", key, recs):
                 events.append({"type": "vpa", "ts": ts, "workload": ref(*key), "containers": recs, "source": "cluster"})
-        for key in sorted(here):
-            ns = key[0]
+        for wk, present in here:
+            ns = wk[0]
             samples: list[dict[str, Any]] = []
-            for pod in sorted(here[key]):
-                c = cpu_t.get((ns, pod), {})
-                m = mem_t.get((ns, pod), {})
-                o = oom_t.get((ns, pod), {})
-                unready = has_ready and not ready_t.get((ns, pod), False)
-                for ctr in sorted(c.keys() | m.keys()):
+            for pod in present:
+                unready = has_ready and t not in ready_at.get((ns, pod), nowhere)
+                for ctr, cp, mp, op in containers_of.get((ns, pod), empty):
+                    cv = cp.get(t) if cp is not None else None
+                    mv = mp.get(t) if mp is not None else None
+                    if cv is None and mv is None:
+                        continue
                     sample: dict[str, Any] = {"pod": pod, "container": ctr}
-                    if ctr in c:
-                        sample["cpu"] = c[ctr]
-                    if ctr in m:
-                        sample["memory"] = _num(m[ctr])
+                    if cv is not None:
+                        sample["cpu"] = cv
+                    if mv is not None:
+                        sample["memory"] = int(mv) if mv.is_integer() else mv  # _num, inline
                     if unready:
                         sample["ready"] = False
-                    if o.get(ctr, 0) > 0:
+                    if op is not None and op.get(t, 0) > 0:
                         sample["oom"] = True
                     samples.append(sample)
             if samples:
-                events.append({"type": "metric", "ts": ts, "workload": ref(*key), "samples": samples})
+                events.append({"type": "metric", "ts": ts, "workload": ref(*wk), "samples": samples})
     return events
