@@ -49,7 +49,7 @@ from scaling.reconcile import Emitted, flush, ingest
 from scaling.settings import Settings
 from scaling.vocabulary import DECISION
 from streams.inputs import load_manifests
-from streams.runner import Progress, ReplayStats, _gc_paused, read_reduced
+from streams.runner import Progress, ReplayStats, gc_paused, read_reduced
 
 __all__ = ["Demand", "Outcome", "derive_demand", "simulate", "table", "write_report"]
 
@@ -370,13 +370,15 @@ def simulate_one(
 
 
 def _per_pod(raw: list[dict[str, Any]], names: Sequence[str]) -> list[dict[str, Any]]:
-    """Recorded series samples as the simulated pods would report them.
+    """Recorded series samples as the simulated workload would give them.
 
     A sample without ``pod`` (a workload's series: a queue length, a request rate at the load
     balancer) is replayed as recorded.  Samples with ``pod`` measure a pod's share of the load
     (requests per second per pod): like the CPU and memory demand they are summed over the
-    recorded pods and divided evenly over the simulated ones, so a policy scaling on them (Nanit's
-    custom HPA on a per-pod rate) sees the load per pod its own replica count makes."""
+    recorded pods and divided evenly over the simulated ones.  The result is sent as one
+    workload-level sample, the mean over the pods that exist (what a query such as
+    ``avg(rate(...))`` answers), not per pod: a pod a scale-down removed would otherwise count
+    in the mean for the custom HPA's 5-minute lookback."""
     if not any("pod" in x for x in raw):
         return raw
     kept = [x for x in raw if "pod" not in x]
@@ -384,8 +386,7 @@ def _per_pod(raw: list[dict[str, Any]], names: Sequence[str]) -> list[dict[str, 
     for x in raw:
         if "pod" in x:
             totals[x["series"]] = totals.get(x["series"], 0.0) + float(x["value"])
-    for name, total in sorted(totals.items()):
-        kept.extend({"pod": pod, "series": name, "value": total / len(names)} for pod in names)
+    kept.extend({"series": name, "value": total / len(names)} for name, total in sorted(totals.items()))
     return kept
 
 
@@ -518,7 +519,7 @@ def simulate(
     # the collector walks again and again, here and in every process forked below), and only of
     # the workloads the policies name.
     reduce = partial(_demand_part, wanted=wanted)
-    with _gc_paused():  # the demand only grows, as the read (streams.runner._gc_paused)
+    with gc_paused():  # the demand only grows, as the read (streams.runner.gc_paused)
         demands = _demands(read_reduced(paths, lambda msg: err.write(msg + "\n"), stats, reduce, jobs=jobs))
     runs: list[tuple[Demand, dict[str, Any] | UpstreamArm, str]] = []
     i = -1
