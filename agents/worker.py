@@ -21,10 +21,14 @@ def serve(settings: WorkerSettings, *, loop: asyncio.AbstractEventLoop, metrics:
     import faust  # heavy: only the worker needs Faust
 
     from agents.app import create_app  # imports Faust
+    from agents.groupwatch import GroupWatch
 
     if settings.store.startswith("rocksdb"):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     app = create_app(settings, loop=loop, metrics=metrics)
     worker = faust.Worker(app, loglevel=settings.loglevel, loop=loop)
     app.tandem_pipeline.heap.install()
+    # A consumer group Kafka refuses (no Read ACL) is said, not a silent hang (agents/groupwatch.py).
+    # A future of the app's, not a Faust timer: those start only once partitions are assigned.
+    app.add_future(GroupWatch(app, settings.group_id, settings.security.username, metrics).run())
     worker.execute_from_commandline()  # returns only by SystemExit
