@@ -23,7 +23,13 @@ days × :data:`PER_DAY` slots, integers in milli-replicas.  From it:
   within half an hour, without waiting four weeks;
 * **its own recent error**: at the first sample of each slot it writes down what it expects that
   slot's mean load to be; when the slot closes, ``|mean - expected| / mean`` enters a moving average
-  over about the last four slots (an hour).  The policy acts only while this error is small.
+  over about the last four slots (an hour).  The policy acts only while this error is small;
+* **whether the profile beats "no change"**: the same closed slots also score the naive forecast
+  "this slot as the one before" (what a reactive rule assumes).  Over about the last day
+  (:data:`SKILL_SLOTS` slots) the mean absolute errors of both are kept; their ratio
+  (:attr:`Forecast.versus_naive`) is below 1 where the load has a pattern the profile knows, and
+  above it where the load only wanders (a random walk is best forecast by its last value, and a
+  seasonal profile of it forecasts the mean it reverts to, half the time above the load).
 
 Everything is an integer (milli-replicas, level in millionths, error in tenths of a percent), so
 :meth:`LoadProfile.to_dict` and :meth:`LoadProfile.from_dict` round-trip exactly and a state saved
@@ -58,6 +64,11 @@ LEVEL_TAU = 1800.0
 _LEVEL_MIN, _LEVEL_MAX, _ONE = 250_000, 4_000_000, 1_000_000
 #: Weight of a new slot's error in the moving average (about the last four slots).
 _ERROR_WEIGHT = 4
+#: Slots (about a day) over which the profile's errors are compared with the naive forecast's.
+SKILL_SLOTS = 96
+#: Slots scored before that comparison is given (a day: until then the profile has the benefit of
+#: the doubt, so a pattern is used from its second day on).
+SKILL_MIN = SKILL_SLOTS
 #: A slot without a sample.
 EMPTY = -1
 #: A serialised row: milli-replicas (or -1) joined by commas.
@@ -77,6 +88,9 @@ class Forecast(NamedTuple):
     periods: int
     #: The recent error in percent (one decimal), ``None`` before a slot could be checked.
     error: float | None
+    #: The profile's mean absolute error over the naive forecast's ("as the slot before") over about
+    #: the last day; ``None`` before :data:`SKILL_MIN` slots were scored.
+    versus_naive: float | None = None
 
     def describe(self) -> str:
         """``same weekday, 4 weeks, recent error 6 %``: the clause the audit puts after a pre-scale."""
@@ -143,6 +157,7 @@ class LoadProfile:
         "first",
         "level",
         "level_ts",
+        "naive",
         "rows",
         "slot",
         "slot_n",
@@ -168,6 +183,9 @@ class LoadProfile:
         self.error = EMPTY
         #: Event time of the first sample.
         self.first: float | None = None
+        #: [the last closed slot's mean (milli), the profile's and the naive forecast's mean
+        #: absolute errors (milli-replicas, floats: JSON round-trips them exactly), slots scored].
+        self.naive: list[Any] = [EMPTY, 0.0, 0.0, 0]
 
     # --- the profile -------------------------------------------------------------------------
 
@@ -243,6 +261,13 @@ class LoadProfile:
             self.rows[r] = array("q", [EMPTY]) * PER_DAY
         self.rows[r][slot] = mean
         self._text[r] = None
+        last, profile_err, naive_err, scored = self.naive
+        if self.expected != EMPTY and last != EMPTY:
+            scored += 1
+            w = 1 / min(scored, SKILL_SLOTS)
+            profile_err += (abs(mean - self.expected) - profile_err) * w
+            naive_err += (abs(mean - last) - naive_err) * w
+        self.naive = [mean, profile_err, naive_err, scored]
         if self.expected != EMPTY and mean > 0:
             e = round(abs(mean - self.expected) * 1000 / mean)  # tenths of a percent
             self.error = e if self.error == EMPTY else self.error + (e - self.error) // _ERROR_WEIGHT
@@ -270,7 +295,11 @@ class LoadProfile:
         if own is not None and own[0] > value:
             value, basis, periods = own
         error = None if self.error == EMPTY else self.error / 10
-        return Forecast(value * self.level / _ONE, at, basis, periods, error)
+        _, profile_err, naive_err, scored = self.naive
+        versus: float | None = None
+        if scored >= SKILL_MIN:
+            versus = profile_err / naive_err if naive_err > 0 else (0.0 if profile_err == 0 else math.inf)
+        return Forecast(value * self.level / _ONE, at, basis, periods, error, versus)
 
     # --- serialisation -----------------------------------------------------------------------
 
@@ -287,6 +316,7 @@ class LoadProfile:
             "level": [self.level, self.level_ts],
             "error": self.error,
             "first": self.first,
+            "naive": list(self.naive),
         }
 
     @classmethod
@@ -325,7 +355,16 @@ class LoadProfile:
         p.days, p.rows, p._text = list(days), parsed, list(rows)
         p.slot, p.slot_sum, p.slot_n, p.expected = slot
         p.level, p.level_ts = level[0], level[1]
-        p.error, p.first = error, first
+        naive = d.get("naive")
+        if (
+            not isinstance(naive, list)
+            or len(naive) != 4
+            or not _is_int(naive[0])
+            or not all(isinstance(v, float) for v in naive[1:3])
+            or not _is_int(naive[3])
+        ):
+            raise ValueError("load profile: naive is [last mean, profile error, naive error, slots]")
+        p.error, p.first, p.naive = error, first, list(naive)
         return p
 
 

@@ -11,8 +11,9 @@ lets the kind decide as always and then:
 2. forecasts the load ``horizon`` ahead (default: the workload's observed start-up time, the
    longest of the last starts seen in its pods' status, plus one sync period: a pod asked for now
    must serve before the next tick can ask again);
-3. when the history is long enough (``minHistory``) and the forecaster's recent error small enough
-   (``maxErrorPercent``), raises the replicas (for a kind that sets its HPA's ``minReplicas``
+3. when the history is long enough (``minHistory``), the forecaster's recent error small enough
+   (``maxErrorPercent``) and its profile no worse than "as the slot before" over the last day
+   (:data:`NAIVE_MARGIN`), raises the replicas (for a kind that sets its HPA's ``minReplicas``
    instead, that minimum) to ``ceil(forecast)``, at most ``maxPreScalePercent`` above what the
    kind asked and never above its ``maxReplicas``.
 
@@ -54,6 +55,10 @@ DEFAULT_STARTUP = 60.0
 _STARTUPS = 8
 #: Pods followed from their start to their readiness, at most.
 _UNREADY = 64
+#: It acts only while the profile's error over the last day is at most this many times the naive
+#: forecast's ("as the slot before"): on a load without a pattern the two are close or the naive
+#: one wins (scaling/forecast.py), and a pre-scale would only add cost.
+NAIVE_MARGIN = 1.0
 
 #: The fields of ``spec.predictive``, the same for every kind (declared in ``fields.py``, which adds
 #: them to each kind's ``spec``: the unknown-field check, the policy schema and the CRDs know them).
@@ -174,6 +179,8 @@ class Predictive:
         forecast = profile.forecast(view.tick + horizon)
         if forecast is None or forecast.error is None or forecast.error > spec.max_error_percent:
             return out
+        if forecast.versus_naive is not None and forecast.versus_naive > NAIVE_MARGIN:
+            return out  # no pattern the profile knows: the reactive rule alone
         want = math.ceil(round(forecast.load, 2))
         min_pair = out.hpa.get("min_replicas")
         if isinstance(min_pair, tuple) and min_pair[1] is not None:
@@ -226,6 +233,7 @@ def forecast_inputs(forecast: Forecast, reactive: int, horizon: float) -> dict[s
         "periods": forecast.periods,
         "error_percent": forecast.error,
         "reactive_replicas": reactive,
+        "versus_naive": None if forecast.versus_naive is None else round(forecast.versus_naive, 2),
     }
 
 

@@ -43,6 +43,7 @@ def test_a_daily_sine_is_forecast_from_the_same_time_of_the_last_three_days() ->
     f = p.forecast(MONDAY + 3 * DAY + 6 * 3600)  # 06:00, the sine's peak of 8
     assert f is not None
     assert (round(f.load, 4), f.basis, f.periods, f.error) == (8.0127, "daily", 3, 0.0)
+    assert round(f.versus_naive or 0, 4) == 0.0427  # the profile knows the curve, "as before" lags it
     assert p.level == 1_001_836
 
 
@@ -86,6 +87,24 @@ def test_noise_averages_out_and_shows_as_a_small_error() -> None:
     f = p.forecast(MONDAY + 3 * DAY + 60)
     assert f is not None
     assert (round(f.load, 6), f.basis, f.periods, f.error) == (5.016024, "daily", 3, 2.2)
+    assert round(f.versus_naive or 0, 4) == 1.0209  # noise around a constant: no pattern to use
+
+
+def test_a_wandering_load_is_forecast_better_by_its_last_value_than_by_the_profile() -> None:
+    """A mean-reverting random walk: the profile forecasts the mean it reverts to, the naive forecast
+    ("as the slot before") follows it; the ratio above 1 keeps spec.predictive out of the way."""
+    rng = random.Random(11)
+    x = [8.0]
+
+    def walk(t: float) -> float:
+        x[0] = max(1.0, x[0] + 0.02 * (8.0 - x[0]) + rng.gauss(0, 0.4))
+        return x[0]
+
+    p = LoadProfile()
+    feed(p, MONDAY, 3, walk)
+    f = p.forecast(MONDAY + 3 * DAY + 60)
+    assert f is not None
+    assert (round(f.load, 4), f.error, round(f.versus_naive or 0, 4)) == (6.2326, 24.4, 1.4418)
 
 
 def test_too_little_history_forecasts_nothing() -> None:
@@ -210,6 +229,7 @@ def test_it_pre_scales_before_the_daily_ramp_and_says_why() -> None:
         "periods": 2,
         "error_percent": 0.0,
         "reactive_replicas": 4,
+        "versus_naive": 0.0,
     }
     # An hour earlier nothing is coming: the kind's own outcome, the very object.
     early = MONDAY + 2 * DAY + 8 * 3600
