@@ -263,6 +263,7 @@ def simulate_one(
 
     feed(first)
     series = iter(demand.series)
+    per_pod_series: list[dict[str, Any]] = []  # the last recorded per-pod series samples
     next_series = next(series, None)
     cursor = t0  # outcomes are integrated up to here
     totals: dict[str, tuple[float, float]] = demand.points[0][1]
@@ -299,6 +300,11 @@ def simulate_one(
                 out.pod_restarts += n
             out.timeline.append((due, n, {c: dict(v) for c, v in sim.requests.items()}))
             feed(sim.workload_event(ref, due))
+            if replica_change and per_pod_series:
+                # The load per pod changes with the pods: the series reports it from the change on.
+                feed(
+                    {"type": "metric", "ts": due, "workload": ref.as_dict(), "samples": _per_pod(per_pod_series, names)}
+                )
         if ts > cursor:
             books.accumulate(out, ts - cursor, over, short)
             cursor = ts
@@ -306,6 +312,8 @@ def simulate_one(
         short = books.shortfall(totals)
         while next_series is not None and next_series[0] <= ts:
             s_ts, raw_series = next_series
+            if any("pod" in x for x in raw_series):
+                per_pod_series = [x for x in raw_series if "pod" in x]
             feed({"type": "metric", "ts": s_ts, "workload": ref.as_dict(), "samples": _per_pod(raw_series, names)})
             next_series = next(series, None)
         samples: list[ContainerSample] = []

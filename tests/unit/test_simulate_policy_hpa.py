@@ -96,3 +96,32 @@ def test_an_hpa_does_not_count_a_pod_the_simulated_scale_down_removed() -> None:
     out = simulate_one(d, hvpa, "horizontal", Settings(cluster="c1"), 30.0)
     assert replicas_over_time(out) == [5]
     assert out.replica_changes == 1
+
+
+def test_a_replica_change_reports_the_per_pod_rate_over_the_new_pods() -> None:
+    # 100 requests/s recorded on two pods (50 each), Nanit's custom HPA at 20 per pod with its
+    # defaults (up by at most x2): at 2 pods 50 / 20 = 2.5, clamped to 2, ceil(2 x 2) = 4 at the
+    # first tick; 30 s later (--delay) the 4 pods are there, and so is their rate: 100 / 4 = 25,
+    # reported at the change, not a minute later with the next recorded sample.
+    custom = {
+        "apiVersion": "autoscaling.tandem.dev/v1alpha1",
+        "kind": "CustomHpa",
+        "metadata": {"name": "web", "namespace": "shop", "annotations": {"tandem.dev/cluster": "c1"}},
+        "spec": {
+            "scaleTargetRef": {"kind": "Deployment", "name": "web"},
+            "target": {"value": 20},
+            "metric": {"series": "rps"},
+            "minReplicas": 1,
+            "maxReplicas": 12,
+        },
+    }
+    d = steady(0.5, 2)
+    d.series = [(ts, [{"pod": p, "series": "rps", "value": 50.0} for p in ("a", "b")]) for ts, _ in d.points]
+    record: list[dict[str, Any]] = []
+    simulate_one(d, custom, "custom", Settings(cluster="c1"), 30.0, record=record)
+    seen = [
+        (r["ts"] - T0, r.get("replicas"), [x["value"] for x in r.get("samples", []) if "series" in x])
+        for r in record
+        if r["type"] == "workload" or any("series" in x for x in r.get("samples", []))
+    ]
+    assert seen[:4] == [(0.0, 2, []), (0.0, None, [50.0]), (30.0, 4, []), (30.0, None, [25.0])]
