@@ -9,6 +9,7 @@ import http.server
 import json
 import logging
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -486,3 +487,35 @@ def test_history_warms_the_recommenders_and_no_decision_of_its_ticks_is_applied(
         ' s old; each is audited as refused and counted in tandem_applier_results_total{result="refused"}; '
         "this line comes again only after a fresh decision"
     )
+
+
+def test_the_readme_section_runs_as_typed(prometheus: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """README "Try tandem on your cluster's history": its four commands, with the test's Prometheus
+    and the fleet's time range for the URL and `-28d`, and the policy files made as it says."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Try tandem on your cluster's history", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    commands = [shlex.split(line) for line in block.splitlines() if line.strip()]
+    assert [c[:2] for c in commands] == [
+        ["tandem", "import"],
+        ["tandem", "replay"],
+        ["tandem", "report"],
+        ["tandem", "simulate"],
+    ]
+    for name, example in (("policy.yaml", "hvpa.yaml"), ("vertical.yaml", "vertical.yaml")):
+        text = (ROOT / "examples" / "simulate" / example).read_text()
+        (tmp_path / name).write_text(text.replace("tandem.dev/cluster: eu-1", "tandem.dev/cluster: prod"))
+    os.chdir(tmp_path)  # the README's relative file names (pytest's monkeypatch is not needed: tmp_path)
+    try:
+        for argv in commands:
+            argv = [prometheus if a == "http://prometheus.monitoring:9090" else a for a in argv[1:]]
+            if argv[0] == "import":
+                i = argv.index("--start")
+                argv[i + 1 : i + 2] = [START, "--end", END]
+            assert main(argv) == 0, (argv, capsys.readouterr().err[-2000:])
+    finally:
+        os.chdir(ROOT)
+    capsys.readouterr()
+    decisions = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert {d["subject"] for d in decisions} == {"prod/shop/Deployment/web"}
+    assert (tmp_path / "report" / "index.html").is_file()
