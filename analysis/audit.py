@@ -133,7 +133,7 @@ def parse_time(text: str, now: float | None = None) -> float:
     return dt.timestamp()
 
 
-def _event_ts(ev: Mapping[str, Any]) -> float | None:
+def event_ts(ev: Mapping[str, Any]) -> float | None:
     data = ev.get("data")
     if isinstance(data, Mapping) and isinstance(data.get("tick"), int | float) and not isinstance(data["tick"], bool):
         return float(data["tick"])
@@ -156,7 +156,7 @@ def _decode(raw: bytes, seq: int) -> AuditEvent:
         raise ValueError(f"not valid JSON ({exc})") from None
     if not isinstance(ev, dict) or ev.get("specversion") != "1.0" or not isinstance(ev.get("type"), str):
         raise ValueError("not a CloudEvent (no specversion 1.0 and type)")
-    ts = _event_ts(ev)
+    ts = event_ts(ev)
     if ts is None:
         raise ValueError("field 'time': missing or not an RFC 3339 time")
     return AuditEvent(raw, ev, ts, seq)

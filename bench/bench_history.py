@@ -1,4 +1,4 @@
-"""Replica history (``scaling.history``): memory per workload and update cost.
+"""Replica history (``scaling.policies.tortoise.history``): memory per workload and update cost.
 
 Run: ``python bench/bench_history.py [--workloads N] [--samples N]``.  Prints the machine, the
 command and the figures; the target is < 20 KB per workload for four weeks of hourly slots.
@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scaling.history import ReplicaHistory
+from scaling.policies.tortoise.history import ReplicaHistory
 
 H = 3600
 SUNDAY = 1_762_009_200.0  # 2025-11-02T00:00:00+09:00

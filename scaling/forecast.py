@@ -7,7 +7,7 @@ A forecast of 7.4 therefore reads "about 7.4 pods' worth of load", and ``ceil`` 
 replica count that serves it.
 
 It keeps, per workload, the same shape of history as Tortoise's replica history
-(``scaling/history.py``: the same time slot on the same weekday over the last four weeks, from
+(``scaling/policies/tortoise/history.py``: the same time slot on the same weekday over the last four weeks, from
 Tortoise's "Horizontal scaling", https://github.com/mercari/tortoise/blob/main/docs/horizontal.md),
 but with the *mean* load per 15-minute slot instead of the hourly peak: a ring of :data:`DAYS`
 days × :data:`PER_DAY` slots, integers in milli-replicas.  From it:

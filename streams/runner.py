@@ -34,6 +34,7 @@ __all__ = [
     "Progress",
     "ReplayStats",
     "StrictError",
+    "gc_paused",
     "no_policy_warning",
     "read_events",
     "read_reduced",
@@ -110,7 +111,7 @@ class Progress:
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off while the input is read, back as it was after.
 
     Reading only grows: every line becomes a few acyclic objects (the JSON value, the typed event)
@@ -144,7 +145,7 @@ def read_events(
     """
     events: list[Line] = []
     seq = 0
-    with _gc_paused():
+    with gc_paused():
         for path in paths:
             stats.files += 1
             try:
@@ -248,7 +249,7 @@ def read_reduced(
     # from the pool (unpickled in this process: a few objects per line, all kept) and merging them
     # only grow the heap, as in :func:`read_events` (the unpickling alone took 3 to 6 times as
     # long with the collector on).
-    with _gc_paused():
+    with gc_paused():
         for path in paths:
             stats.files += 1
             lines: list[tuple[int, bytes]] = []
@@ -319,7 +320,7 @@ def _decode_part(
     the accepted ones that reduce to something, and the messages of the refused ones, in order."""
     kept: list[tuple[float, T]] = []
     refused: list[str] = []
-    with _gc_paused():
+    with gc_paused():
         for lineno, line in lines:
             try:
                 raw, event = decode(line)

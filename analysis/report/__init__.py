@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from analysis.report.charts import LEFT, RIGHT, WIDTH
-from analysis.report.collect import ReportData, WorkloadData, _is_audit_file, collect
+from analysis.report.collect import ReportData, WorkloadData, collect, is_audit_file
 from analysis.report.page import render_html
 from analysis.report.png import Painters, detect_painters, find_chromium, make_pngs
 
@@ -78,7 +78,7 @@ def build(
 ) -> tuple[ReportData, list[Path]]:
     """Everything ``tandem report`` does after parsing its options; returns the data and the PNGs."""
     err = err if err is not None else sys.stderr
-    audit_paths = [p for p in files if p != "-" and _is_audit_file(p)]
+    audit_paths = [p for p in files if p != "-" and is_audit_file(p)]
     stream_paths = [p for p in files if p not in audit_paths]
     data = collect(
         stream_paths,

@@ -108,7 +108,7 @@ class Axis:
         return out
 
 
-def _label(value: float, div: float, suffix: str) -> str:
+def axis_label(value: float, div: float, suffix: str) -> str:
     v = value / div
     text = f"{v:.2f}".rstrip("0").rstrip(".") if v % 1 else f"{v:.0f}"
     return text + suffix
@@ -165,7 +165,7 @@ class Chart:
             p.append(f'<line x1="{LEFT}" x2="{a.width - RIGHT}" y1="{_fmt(y)}" y2="{_fmt(y)}" stroke="#eef2f7"/>')
             p.append(
                 f'<text x="{LEFT - 6}" y="{_fmt(y + 4)}" text-anchor="end" class="yl">'
-                f"{_label(v, self.div, self.suffix)}</text>"
+                f"{axis_label(v, self.div, self.suffix)}</text>"
             )
             v += self.step
         p.append(
@@ -179,7 +179,7 @@ class Chart:
         )
 
     def band(self, points: Sequence[tuple[float, float, float, float]], color: str) -> None:
-        pts = _bucket(points, self.axis)
+        pts = bucket_points(points, self.axis)
         if not pts:
             return
         upper = " ".join(f"{_fmt(self.axis.x(t))},{_fmt(self.y(hi))}" for t, _, _, hi in pts)
@@ -192,7 +192,7 @@ class Chart:
         if not points:
             return
         if len(points) > 2 * (self.axis.width - LEFT - RIGHT):
-            points = [(t, avg) for t, avg, _, _ in _bucket([(t, v, v, v) for t, v in points], self.axis)]
+            points = [(t, avg) for t, avg, _, _ in bucket_points([(t, v, v, v) for t, v in points], self.axis)]
         d = " ".join(f"{_fmt(self.axis.x(t))},{_fmt(self.y(v))}" for t, v in points)
         dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
         self.parts.append(
@@ -265,7 +265,7 @@ class Chart:
                 y_hi, y_lo = mid - 2, mid + 2
             self.parts.append(
                 f'<rect class="wanted" x="{_fmt(x0 + 0.5)}" y="{_fmt(y_hi)}" width="{_fmt(max(1.0, x1 - x0 - 1))}" '
-                f'height="{_fmt(y_lo - y_hi)}" fill="{_reason_color(r.reason)}" fill-opacity="{WANTED_OPACITY}" '
+                f'height="{_fmt(y_lo - y_hi)}" fill="{reason_color(r.reason)}" fill-opacity="{WANTED_OPACITY}" '
                 f'data-start="{r.start!r}" data-end="{r.end!r}" data-count="{r.count}">'
                 f"<title>{html.escape(title(r))}</title></rect>"
             )
@@ -277,7 +277,9 @@ class Chart:
         )
 
 
-def _bucket(points: Sequence[tuple[float, float, float, float]], axis: Axis) -> list[tuple[float, float, float, float]]:
+def bucket_points(
+    points: Sequence[tuple[float, float, float, float]], axis: Axis
+) -> list[tuple[float, float, float, float]]:
     """At most about one point per pixel column: mean of the averages, lowest low, highest high."""
     px = max(1, axis.width - LEFT - RIGHT)
     if len(points) <= px:
@@ -307,7 +309,7 @@ def _merge(ps: Sequence[tuple[float, float, float, float]]) -> tuple[float, floa
     )
 
 
-def _reason_color(reason: str) -> str:
+def reason_color(reason: str) -> str:
     return REASON_COLORS.get(reason, OTHER_REASON)
 
 
@@ -336,19 +338,19 @@ def _when(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M")
 
 
-def _step_words(step: int) -> str:
+def step_words(step: int) -> str:
     return f"{step // 3600} h" if step % 3600 == 0 else f"{step // 60} min"
 
 
 def _bucket_title(b: Bucket, step: int) -> str:
     per = ", ".join(f"{n} {r}" for r, n in b.reasons)
-    return f"{_when(b.start)} + {_step_words(step)}: {b.count} blocked report(s) ({per})"
+    return f"{_when(b.start)} + {step_words(step)}: {b.count} blocked report(s) ({per})"
 
 
 STRIP_BAR = 22  # px of the tallest bucket of blocked reports
 
 
-def _strip(w: WorkloadData, axis: Axis) -> str:
+def decision_strip(w: WorkloadData, axis: Axis) -> str:
     """Decisions one mark each at their tick; blocked reports counted per time bucket, a bar each.
 
     A bar's height is its count against the busiest bucket of the workload (named at the right),
@@ -368,7 +370,7 @@ def _strip(w: WorkloadData, axis: Axis) -> str:
         )
     parts.append(f'<text x="{LEFT - 6}" y="17" text-anchor="end" class="yl">decisions</text>')
     parts.append(f'<text x="{LEFT - 6}" y="36" text-anchor="end" class="yl">blocked</text>')
-    parts.append(f'<text x="{LEFT - 6}" y="48" text-anchor="end" class="yl">per {_step_words(step)}</text>')
+    parts.append(f'<text x="{LEFT - 6}" y="48" text-anchor="end" class="yl">per {step_words(step)}</text>')
     parts.append(f'<line x1="{LEFT}" x2="{axis.width - RIGHT}" y1="24" y2="24" stroke="#cbd5e1"/>')
     if peak:
         parts.append(
@@ -389,7 +391,7 @@ def _strip(w: WorkloadData, axis: Axis) -> str:
             seg = STRIP_BAR * n / peak
             parts.append(
                 f'<rect x="{_fmt(x0 + 0.75)}" y="{_fmt(y)}" width="{_fmt(width)}" height="{_fmt(seg)}" '
-                f'fill="{_reason_color(reason)}"/>'
+                f'fill="{reason_color(reason)}"/>'
             )
             y += seg
         parts.append("</g>")
@@ -455,10 +457,10 @@ def replica_range(w: WorkloadData, ranges: Sequence[WantedRange]) -> tuple[float
 
 def _range_title(r: WantedRange, step: int, fmt: Callable[[float], str]) -> str:
     span = fmt(r.low) if r.low == r.high else f"{fmt(r.low)} to {fmt(r.high)}"
-    return f"{_when(r.start)} + {_step_words(step)}: {r.count} blocked change(s) wanting {span} (mostly {r.reason})"
+    return f"{_when(r.start)} + {step_words(step)}: {r.count} blocked change(s) wanting {span} (mostly {r.reason})"
 
 
-def _replicas_chart(w: WorkloadData, axis: Axis) -> str | None:
+def replicas_chart(w: WorkloadData, axis: Axis) -> str | None:
     decisions = [e for e in w.events if e.type in ("decision", "blocked")]
     if not w.replicas and not any("replicas" in e.data for e in decisions):
         return None
@@ -490,7 +492,7 @@ def _replicas_chart(w: WorkloadData, axis: Axis) -> str | None:
     return c.svg()
 
 
-def _resource_marks(w: WorkloadData, cname: str, res: str) -> list[tuple[AuditEvent, float, str, str, bool]]:
+def resource_marks(w: WorkloadData, cname: str, res: str) -> list[tuple[AuditEvent, float, str, str, bool]]:
     """(event, value, "decision", colour, upwards) of the decisions on one container resource."""
     marks: list[tuple[AuditEvent, float, str, str, bool]] = []
     for e in w.events:
@@ -546,8 +548,8 @@ def usage_band(rd: ResourceData, vr: ValueRange) -> tuple[bool, str]:
     return False, "usage (per-pod average; pods within 1 % of the axis)"
 
 
-def _resource_chart(w: WorkloadData, cname: str, res: str, rd: ResourceData, axis: Axis) -> str | None:
-    marks = _resource_marks(w, cname, res)
+def resource_chart(w: WorkloadData, cname: str, res: str, rd: ResourceData, axis: Axis) -> str | None:
+    marks = resource_marks(w, cname, res)
     step = axis.bucket()
     ranges = wanted_ranges(w.events, step, resource_wanted(cname, res))
     if not (rd.usage.points or rd.requests or rd.limits or marks or ranges):
@@ -556,7 +558,7 @@ def _resource_chart(w: WorkloadData, cname: str, res: str, rd: ResourceData, axi
     u = vr.unit
     c = Chart(axis, 150, vr.high, u.name, div=u.div, suffix=u.suffix, y_min=vr.low)
     c.grid()
-    c.ranges(ranges, lambda r: _range_title(r, step, lambda v: _label(v, u.div, u.suffix)))
+    c.ranges(ranges, lambda r: _range_title(r, step, lambda v: axis_label(v, u.div, u.suffix)))
     if usage_band(rd, vr)[0]:
         c.band(rd.usage.points, BAND)
     c.line([(t, avg) for t, avg, _, _ in rd.usage.points], USAGE, 1.3)
@@ -568,14 +570,14 @@ def _resource_chart(w: WorkloadData, cname: str, res: str, rd: ResourceData, axi
         c.parts.append(
             f'<text x="{axis.width - RIGHT + 4}" y="{c.top + 4}" class="bl">limit</text>'
             f'<text x="{axis.width - RIGHT + 4}" y="{c.top + 16}" class="bl">'
-            f"\u2191 {_label(vr.above[-1], u.div, u.suffix)}</text>"
+            f"\u2191 {axis_label(vr.above[-1], u.div, u.suffix)}</text>"
         )
     for e, v, kind, color, up in marks:
         c.mark(e.ts, v, kind, color, _title(e), up=up, data=_data_attrs(e))
     return c.svg()
 
 
-def _series_chart(w: WorkloadData, name: str, points: list[tuple[float, float]], axis: Axis) -> str:
+def series_chart(w: WorkloadData, name: str, points: list[tuple[float, float]], axis: Axis) -> str:
     target = w.series_target.get(name)
     top = max([v for _, v in points] + ([target] if target is not None else [])) * 1.08
     c = Chart(axis, 120, top or 1.0, "value")

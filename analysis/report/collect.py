@@ -10,7 +10,7 @@ from typing import IO, Any
 
 import orjson
 
-from analysis.audit import AuditEvent, _event_ts, read_file
+from analysis.audit import AuditEvent, event_ts, read_file
 from scaling.engine import Engine
 from scaling.events import HpaEvent, MetricEvent, PolicyEvent, VpaEvent, WorkloadEvent
 from scaling.policies import parse_policy
@@ -68,7 +68,7 @@ class ReportData:
         return w
 
 
-def _is_audit_file(path: str) -> bool:
+def is_audit_file(path: str) -> bool:
     for _, line in iter_lines(path):
         try:
             obj = orjson.loads(line)
@@ -147,7 +147,7 @@ def collect(
     seq = 0
     seen: set[str] = set()
     for ev in audit_raw:
-        ts = _event_ts(ev)
+        ts = event_ts(ev)
         if ts is None:
             continue
         seen.add(str(ev.get("id")))

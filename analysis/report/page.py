@@ -21,16 +21,16 @@ from analysis.report.charts import (
     VPA,
     WANTED_OPACITY,
     Axis,
-    _reason_color,
-    _replicas_chart,
-    _resource_chart,
-    _resource_marks,
-    _series_chart,
-    _step_words,
-    _strip,
+    decision_strip,
+    reason_color,
     replica_wanted,
+    replicas_chart,
+    resource_chart,
+    resource_marks,
     resource_range,
     resource_wanted,
+    series_chart,
+    step_words,
     usage_band,
 )
 from analysis.report.collect import ReportData, WorkloadData
@@ -79,7 +79,7 @@ def _held_box(ranges: Sequence[WantedRange]) -> str:
     """The swatch of a chart's held-back ranges: the colour of the reason of most of them
     (:func:`scales.main_reason`), as faint as drawn."""
     reason = main_reason(ranges)
-    color = _reason_color(reason) if reason is not None else "#6b7280"
+    color = reason_color(reason) if reason is not None else "#6b7280"
     return f'<i class="box" style="background:{color};opacity:{WANTED_OPACITY}"></i>'
 
 
@@ -122,12 +122,12 @@ def _section(w: WorkloadData, axis: Axis, from_stream: bool) -> str:
         (f'<i class="tri" style="border-bottom-color:{DECISION_COLOR}"></i>', "decision (at the new value)")
     ]
     for r in reasons:
-        legend.append((f'<i class="box" style="background:{_reason_color(r)}"></i>', f"blocked: {r}"))
+        legend.append((f'<i class="box" style="background:{reason_color(r)}"></i>', f"blocked: {r}"))
     if reasons:
-        legend.append(("", f"(blocked: counted per {_step_words(step)}; in the charts, the values held back)"))
+        legend.append(("", f"(blocked: counted per {step_words(step)}; in the charts, the values held back)"))
     out.append(_legend(legend))
-    out.append(_strip(w, axis))
-    rep = _replicas_chart(w, axis)
+    out.append(decision_strip(w, axis))
+    rep = replicas_chart(w, axis)
     if rep:
         items = [(_sw(REPLICAS), "replicas" + (" (observed)" if from_stream else " (from the decisions)"))]
         if w.hpa_desired:
@@ -143,13 +143,13 @@ def _section(w: WorkloadData, axis: Axis, from_stream: bool) -> str:
             rd = w.containers[cname].get(res)
             if rd is None:
                 continue
-            svg = _resource_chart(w, cname, res, rd, axis)
+            svg = resource_chart(w, cname, res, rd, axis)
             if not svg:
                 continue
             # Only what the chart draws: a legend entry with nothing behind it is noise.
             items = []
             ranges = wanted_ranges(w.events, step, resource_wanted(cname, res))
-            marks = _resource_marks(w, cname, res)
+            marks = resource_marks(w, cname, res)
             vr = resource_range(rd, res, marks, ranges)
             above = vr.above
             if rd.usage.points:
@@ -178,7 +178,7 @@ def _section(w: WorkloadData, axis: Axis, from_stream: bool) -> str:
         if name in w.series_target:
             items.append((_sw(BOUND, True, 2), "policy target"))
         out.append(_legend(items, f"series {name}"))
-        out.append(_series_chart(w, name, w.series[name], axis))
+        out.append(series_chart(w, name, w.series[name], axis))
     out.append("</section>")
     return "".join(out)
 

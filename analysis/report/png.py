@@ -27,15 +27,15 @@ from analysis.report.charts import (
     WANTED_OPACITY,
     WIDTH,
     Axis,
-    _bucket,
-    _label,
-    _reason_color,
-    _resource_marks,
-    _step_words,
+    axis_label,
+    bucket_points,
+    reason_color,
     replica_range,
     replica_wanted,
+    resource_marks,
     resource_range,
     resource_wanted,
+    step_words,
     usage_band,
 )
 from analysis.report.collect import ReportData, WorkloadData
@@ -132,7 +132,7 @@ def _pngs_matplotlib(data: ReportData, title: str, out: Path) -> list[Path]:
             if hi - lo < least:
                 lo, hi = (lo + hi - least) / 2, (lo + hi + least) / 2
             ax.bar(dt([r.start])[0], hi - lo, bottom=lo, width=(r.end - r.start) / 86400 * 0.9, align="edge",
-                   color=_reason_color(r.reason), alpha=WANTED_OPACITY, lw=0, zorder=1,
+                   color=reason_color(r.reason), alpha=WANTED_OPACITY, lw=0, zorder=1,
                    label="held back (range wanted)" if r.reason == labelled else None)  # fmt: skip
             if r.reason == labelled:
                 labelled = None
@@ -159,7 +159,7 @@ def _pngs_matplotlib(data: ReportData, title: str, out: Path) -> list[Path]:
         for reason in sorted({r for b in buckets for r, _ in b.reasons}):
             heights = [dict(b.reasons).get(reason, 0) for b in buckets]
             ax.bar(dt([b.start for b in buckets]), heights, bottom=bottoms, width=step / 86400 * 0.85, align="edge",
-                   color=_reason_color(reason), label=f"blocked: {reason}")  # fmt: skip
+                   color=reason_color(reason), label=f"blocked: {reason}")  # fmt: skip
             bottoms = [a + h for a, h in zip(bottoms, heights, strict=True)]
         peak = max(bottoms, default=0.0)
         decisions = [e.ts for e in w.events if e.type == "decision"]
@@ -167,7 +167,7 @@ def _pngs_matplotlib(data: ReportData, title: str, out: Path) -> list[Path]:
             ax.plot(dt(decisions), [peak * 1.25 + 1] * len(decisions), ls="", marker="|", ms=10, mew=2,
                     color=DECISION_COLOR, label="decision")  # fmt: skip
         ax.set_ylim(0, peak * 1.25 + 2)
-        ax.set_ylabel(f"blocked\nper {_step_words(step)}")
+        ax.set_ylabel(f"blocked\nper {step_words(step)}")
         legend(ax)
         ax = axes[1][0]
         rep_ranges = wanted_ranges(w.events, step, replica_wanted(w))
@@ -196,13 +196,13 @@ def _pngs_matplotlib(data: ReportData, title: str, out: Path) -> list[Path]:
         legend(ax)
         for i, (cname, res, rd) in enumerate(resources, 2):
             ax = axes[i][0]
-            marks = _resource_marks(w, cname, res)
+            marks = resource_marks(w, cname, res)
             res_ranges = wanted_ranges(w.events, step, resource_wanted(cname, res))
             vr = resource_range(rd, res, marks, res_ranges)
             div = vr.unit.div
             ranges(ax, res_ranges, vr.high / div, div)
             # Bucketed to the page's pixel columns, as the page draws it (mean, lowest, highest).
-            pts = [(t, a / div, lo / div, hi / div) for t, a, lo, hi in _bucket(rd.usage.points, axis)]
+            pts = [(t, a / div, lo / div, hi / div) for t, a, lo, hi in bucket_points(rd.usage.points, axis)]
             if pts:
                 band, usage_text = usage_band(rd, vr)
                 if band:
@@ -226,7 +226,7 @@ def _pngs_matplotlib(data: ReportData, title: str, out: Path) -> list[Path]:
             top = vr.high / div
             ax.set_ylim(vr.low / div, top)
             if vr.above:
-                ax.annotate(f"limit \u2191 {_label(vr.above[-1], div, vr.unit.suffix)}", xy=(1.0, 1.0),
+                ax.annotate(f"limit \u2191 {axis_label(vr.above[-1], div, vr.unit.suffix)}", xy=(1.0, 1.0),
                             xycoords="axes fraction", xytext=(4, -10), textcoords="offset points", fontsize=8,
                             color=LIMIT)  # fmt: skip
             ax.set_ylabel(f"{cname} {vr.unit.name}")

@@ -16,8 +16,9 @@ from .registry import PolicyKind, find, kinds, lookup, register, unregister
 
 # isort: off
 # The built-in kinds register themselves on import, in this order: the order of
-# ``registry.kinds()``, of the collector's watches and of the kinds an error lists.
-from . import hvpa, hvpa_v2, tortoise, custom_hpa  # noqa: F401
+# ``registry.kinds()``, of the collector's watches and of the kinds an error lists (``hvpa``
+# registers both of its API groups, the released one first).
+from . import hvpa, tortoise, custom_hpa  # noqa: F401
 # isort: on
 
 __all__ = [

@@ -3,7 +3,7 @@
 The upstream side is ``tests/oracle/hpa`` (a Go program over ``ReplicaCalculator.GetResourceReplicas``
 of k8s.io/kubernetes v1.36.3 with its real resource-metrics client over a fake metrics clientset,
 built by ``scripts/oracle.sh fetch``); the tandem side is
-``scaling.recommend.hpa.replica_calculator._resource_utilization_replicas``, what tandem's HPA runs
+``scaling.recommend.hpa.replica_calculator.resource_utilization_replicas``, what tandem's HPA runs
 for a Resource or ContainerResource metric with a Utilization target.  A case is one reconcile's
 pods (ready, unready, pending, failed, being deleted; with and without metrics, with containers
 missing from the metrics or lacking the resource), their requests (the template's or per pod) and
@@ -22,7 +22,7 @@ from typing import Any
 from scaling.recommend.hpa.config import HpaConfig
 from scaling.recommend.hpa.metric_specs import MetricSpec
 from scaling.recommend.hpa.model import MetricInputs, PodInfo
-from scaling.recommend.hpa.replica_calculator import Tolerances, _Ctx, _MetricError, _resource_utilization_replicas
+from scaling.recommend.hpa.replica_calculator import Ctx, MetricError, Tolerances, resource_utilization_replicas
 
 from .vpa_streams import oracle_digest
 
@@ -80,7 +80,7 @@ def run_tandem(case: Case) -> dict[str, Any]:
         cpu_initialization_period=float(case["cpuInit"]),
         initial_readiness_delay=float(case["readinessDelay"]),
     )
-    ctx = _Ctx(pods, inputs, NOW, cfg, Tolerances(*case["tolerance"]), case["current"], case["current"])
+    ctx = Ctx(pods, inputs, NOW, cfg, Tolerances(*case["tolerance"]), case["current"], case["current"])
     spec = MetricSpec(
         index=0,
         type="ContainerResource" if case["container"] else "Resource",
@@ -90,8 +90,8 @@ def run_tandem(case: Case) -> dict[str, Any]:
         average_utilization=case["target"],
     )
     try:
-        replicas, utilization, raw = _resource_utilization_replicas(ctx, spec)
-    except _MetricError as exc:
+        replicas, utilization, raw = resource_utilization_replicas(ctx, spec)
+    except MetricError as exc:
         return {"error": str(exc)}
     return {"replicas": replicas, "utilization": utilization, "raw": raw}
 

@@ -1,5 +1,7 @@
-"""ARCHITECTURE: one role per package, layers that only look down, no import cycles, and no code
-outside ``scaling/policies`` that knows a policy kind by name or imports a kind's module.
+"""ARCHITECTURE: one role per package, layers that only look down, no import cycles, no code
+outside ``scaling/policies`` that knows a policy kind by name or imports a kind's module, and no
+module that imports another module's private (``_``-prefixed) name: what a package shares is
+public inside it.
 
 The checks read the source (``ast``), never import it, so they see imports inside functions too.
 Each one is a function of a source tree, run on the repository and, to show that it can fail, on a
@@ -189,6 +191,33 @@ def kind_module_imports(root: Path) -> list[str]:
     return bad
 
 
+#: Private names a module may import from another, each with the reason no public name does.
+PRIVATE_IMPORTS_ALLOWED: dict[tuple[str, str, str], str] = {
+    ("agents.fence", "faust.streams", "_current_event"): (
+        "the context variable Faust's tables read the current event from; Faust sets it nowhere public, "
+        "and agents/fence is where every private Faust name lives"
+    ),
+}
+
+
+def private_imports(root: Path) -> list[str]:
+    """``from module import _name`` of another module (ours or a library's), wherever it stands,
+    unless :data:`PRIVATE_IMPORTS_ALLOWED` gives the reason."""
+    modules = _modules(root)
+    bad = []
+    for name, path in modules.items():
+        rel = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(), rel)):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            source = _resolve(name, path.name == "__init__.py", node)
+            for alias in node.names:
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                if private and source != name and (name, source, alias.name) not in PRIVATE_IMPORTS_ALLOWED:
+                    bad.append(f"{rel}:{node.lineno}: {name} imports {alias.name} from {source}")
+    return sorted(bad)
+
+
 # --- the repository ---------------------------------------------------------------------------
 
 
@@ -206,6 +235,10 @@ def test_only_the_policy_kinds_know_their_names() -> None:
 
 def test_only_the_registry_reaches_a_kinds_module() -> None:
     assert kind_module_imports(ROOT) == []
+
+
+def test_no_module_imports_a_private_name_of_another() -> None:
+    assert private_imports(ROOT) == []
 
 
 def test_the_checks_see_the_repository() -> None:
@@ -288,6 +321,26 @@ def test_an_import_of_a_kinds_module_from_outside_is_caught(tmp_path: Path) -> N
     )
     assert kind_module_imports(root) == [
         "edge/status.py:1: edge.status imports the kind module scaling.policies.tortoise"
+    ]
+
+
+def test_a_private_import_is_caught_in_a_function_too_unless_allowed(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "scaling/recommend/hpa/horizontal.py": "from .arithmetic import _MAX_INT32, wrap\n",
+            "scaling/recommend/hpa/arithmetic.py": "_MAX_INT32 = 1\ndef wrap(): pass\n",
+            "analysis/report/page.py": "def f():\n    from analysis.report.charts import _strip\n",
+            "analysis/report/charts.py": "from . import __doc__\n",
+            "agents/fence.py": "from faust.streams import _current_event\n",
+            "agents/app.py": "from faust.streams import _current_event\n",
+        },
+    )
+    assert private_imports(root) == [
+        "agents/app.py:1: agents.app imports _current_event from faust.streams",
+        "analysis/report/page.py:2: analysis.report.page imports _strip from analysis.report.charts",
+        "scaling/recommend/hpa/horizontal.py:1: scaling.recommend.hpa.horizontal imports _MAX_INT32 "
+        "from scaling.recommend.hpa.arithmetic",
     ]
 
 

@@ -1,4 +1,4 @@
-"""``scaling.history``: four weeks of per-slot replica peaks (the seed's min/max replica rule)."""
+"""``scaling.policies.tortoise.history``: four weeks of per-slot replica peaks (the seed's min/max replica rule)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from scaling.history import EMPTY, WEEKS, ReplicaHistory, replica_bounds
+from scaling.policies.tortoise.history import EMPTY, WEEKS, ReplicaHistory, replica_bounds
 
 H = 3600
 DAY = 24 * H

@@ -1064,7 +1064,7 @@ def test_pod_whose_metrics_lack_the_container_is_missing_not_an_error() -> None:
     from scaling.recommend.hpa.metric_specs import MetricSpec
     from scaling.recommend.hpa.model import MetricInputs as Inputs
     from scaling.recommend.hpa.model import PodInfo as Pod
-    from scaling.recommend.hpa.replica_calculator import Tolerances, _Ctx, _resource_utilization_replicas
+    from scaling.recommend.hpa.replica_calculator import Ctx, Tolerances, resource_utilization_replicas
 
     now = 1_700_000_000.0
     pods = (Pod("a", True, "Running", now - 3600, now - 3000), Pod("b", True, "Running", now - 3600, now - 3000))
@@ -1072,6 +1072,6 @@ def test_pod_whose_metrics_lack_the_container_is_missing_not_an_error() -> None:
         pod_usage={"a": {"app": {"cpu": 1000}, "side": {"cpu": 100}}, "b": {"side": {"cpu": 100}}},
         container_requests={"app": {"cpu": 500}, "side": {"cpu": 100}},
     )
-    ctx = _Ctx(pods, inputs, now, Cfg(), Tolerances(0.1, 0.1), 2, 2)
+    ctx = Ctx(pods, inputs, now, Cfg(), Tolerances(0.1, 0.1), 2, 2)
     spec = MetricSpec(0, "ContainerResource", "cpu", "app", "Utilization", average_utilization=100)
-    assert _resource_utilization_replicas(ctx, spec) == (2, 200, 1000)
+    assert resource_utilization_replicas(ctx, spec) == (2, 200, 1000)

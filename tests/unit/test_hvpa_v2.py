@@ -16,7 +16,7 @@ from scaling.errors import InvalidPolicy
 from scaling.events import HpaEvent, VpaEvent, WorkloadEvent, WorkloadRef, decode_event
 from scaling.outcome import Outcome, View
 from scaling.policies import parse_policy
-from scaling.policies.hvpa_v2 import Buckets, HvpaV2Policy, parse_hvpa_v2
+from scaling.policies.hvpa.v2 import Buckets, HvpaV2Policy, parse_hvpa_v2
 from scaling.quantity import parse_quantity
 
 T0 = 1_762_250_400.0  # 2025-11-04T10:00:00Z

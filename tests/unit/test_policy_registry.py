@@ -13,7 +13,7 @@ from scaling.events import WorkloadRef
 from scaling.policies import PolicyKind, kinds, lookup, parse_policy, register, unregister
 from scaling.policies.custom_hpa import CustomHpaPolicy
 from scaling.policies.hvpa import HvpaPolicy
-from scaling.policies.hvpa_v2 import HvpaV2Policy
+from scaling.policies.hvpa.v2 import HvpaV2Policy
 from scaling.policies.tortoise import TortoisePolicy
 from scaling.settings import Settings
 

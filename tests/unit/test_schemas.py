@@ -214,7 +214,7 @@ def test_valid_input_example_decodes_through_the_codec(path: Path) -> None:
 
 _POLICY_MODULES = {
     ("Tortoise", "autoscaling.mercari.com"): "scaling.policies.tortoise",
-    ("Hvpa", "autoscaling.gardener.cloud"): "scaling.policies.hvpa_v2",
+    ("Hvpa", "autoscaling.gardener.cloud"): "scaling.policies.hvpa.v2",
 }
 POLICY_EXAMPLES = [p for p in INPUT_EXAMPLES if _schema_type(p) == "policy"]
 

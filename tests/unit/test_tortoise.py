@@ -10,10 +10,10 @@ import pytest
 
 from scaling.errors import InvalidPolicy
 from scaling.events import WorkloadRef, decode_event
-from scaling.history import ReplicaHistory
 from scaling.outcome import Outcome, View
 from scaling.policies import parse_policy
 from scaling.policies.tortoise import HpaState, TortoisePolicy, TortoiseSettings, parse_tortoise
+from scaling.policies.tortoise.history import ReplicaHistory
 from scaling.quantity import format_quantity, parse_quantity
 from tests.replaying import ev
 

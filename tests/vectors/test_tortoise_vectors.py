@@ -27,8 +27,8 @@ import pytest
 import yaml
 
 import schemas
-from scaling.history import replica_bounds
 from scaling.hpa_metrics import apply_changes
+from scaling.policies.tortoise.history import replica_bounds
 from scaling.quantity import format_quantity, parse_quantity
 from tests.replaying import decisions, ev, replay
 

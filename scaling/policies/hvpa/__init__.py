@@ -1,4 +1,5 @@
-"""Gardener HVPA, weight-based line: the released API and the seed proposal's form.
+"""Gardener HVPA: the weight-based line (the released API and the seed proposal's form) and,
+in :mod:`.v2` and :mod:`.v2_spec`, line B's scale intervals (``autoscaling.gardener.cloud``).
 
 Two manifests map onto one :class:`HvpaSpec`:
 
@@ -67,3 +68,6 @@ KIND = register(
         status=RELEASED,
     )
 )
+
+# Line B registers after line A (its own API group): the order of ``registry.kinds()``.
+from . import v2  # noqa: E402, F401

@@ -15,13 +15,13 @@ from ...recommend.vpa import ContainerPolicy as VpaContainerPolicy
 from ..bounds import Bounds, ContainerBounds
 from ..templates import HpaTemplate, VpaTemplate
 from .rules import (
-    _off,
-    _round_kb,
-    _within,
     min_change_threshold,
+    round_kb,
+    scale_off,
     scaled_limit,
     vpa_usable,
     vpa_weight,
+    within_duration,
 )
 from .spec import RESOURCES, ContainerPolicy, HvpaSpec, parse_hvpa
 
@@ -269,7 +269,7 @@ class HvpaPolicy:
             within: tuple[bool, ...] | None = None  # never scaled: no window holds anything back
             override = bool(oom)
         else:
-            elapsed = now - last_scale  # _within's own arithmetic: now - last < duration
+            elapsed = now - last_scale  # within_duration's own arithmetic: now - last < duration
             hpa_up, hpa_down, vpa_up, vpa_down = self._stabilizations
             within = (elapsed < hpa_up, elapsed < hpa_down, elapsed < vpa_up, elapsed < vpa_down)
             override = False if not oom else any(ts > last_scale for ts in oom.values())
@@ -302,7 +302,7 @@ class HvpaPolicy:
                 c: {r: q.text for r, q in rec.target.items()} for c, rec in sorted(vpa.containers.items())
             }
 
-        hpa_up_off = _off(s.hpa_up, s.window, now)
+        hpa_up_off = scale_off(s.hpa_up, s.window, now)
         # HVPA 2.2: vertical scale-UP only once the HPA cannot scale out any more.
         limited = (
             not s.hpa_deploy
@@ -325,7 +325,7 @@ class HvpaPolicy:
         self._apply_mode(view, out, current, desired, horizontal, vertical, vpa)
 
         # HVPA 2.8: isScalingOff inspects HPA scale-up and VPA scale-up only (released quirk).
-        if s.form == "released" and hpa_up_off and _off(s.vpa_up, s.window, now):
+        if s.form == "released" and hpa_up_off and scale_off(s.vpa_up, s.window, now):
             out.replicas = None
             out.requests.clear()
             out.limits.clear()
@@ -377,7 +377,7 @@ class HvpaPolicy:
             out.block("replicas", "UpdatePolicy", new)
         elif st.mode == "MaintenanceWindow" and (s.window is None or not s.window.contains(now)):
             out.block("replicas", "MaintenanceWindow", new)
-        elif not override and _within(last_scale, st.stabilization, now):
+        elif not override and within_duration(last_scale, st.stabilization, now):
             # released quirk: the override skips the stabilization check in both directions
             out.block("replicas", "StabilizationWindow", new)
         else:
@@ -468,7 +468,7 @@ class HvpaPolicy:
                     if not limited or st.mode == "Off":
                         out.block(tgt, "UpdatePolicy", wanted)
                         continue
-                    if not override and _within(last_scale, st.stabilization, now):
+                    if not override and within_duration(last_scale, st.stabilization, now):
                         out.block(tgt, "StabilizationWindow", wanted)
                         continue
                     if st.mode == "MaintenanceWindow" and (s.window is None or not s.window.contains(now)):
@@ -482,7 +482,7 @@ class HvpaPolicy:
                     if st.mode == "Off":
                         out.block(tgt, "UpdatePolicy", wanted)
                         continue
-                    if _within(last_scale, st.stabilization, now):  # the override does not bypass this
+                    if within_duration(last_scale, st.stabilization, now):  # the override does not bypass this
                         out.block(tgt, "StabilizationWindow", wanted)
                         continue
                     if st.mode == "MaintenanceWindow" and (s.window is None or not s.window.contains(now)):
@@ -493,7 +493,7 @@ class HvpaPolicy:
                         continue
                 new_req = req + delta
                 if res == "memory":
-                    new_req = _round_kb(new_req)
+                    new_req = round_kb(new_req)
                 new_lim = None
                 if not requests_only:
                     gap = s.limits_gap.get(res)

@@ -82,10 +82,10 @@ def scaled_limit(resource: str, old_req: int, old_lim: int, new_req: int, gap: C
         by_pct = new_req + new_req * (gap.percentage or 0) // 100
         by_value = new_req + (gap.value or 0)
         limit = max(by_pct, by_value)
-    return _round_kb(limit) if resource == "memory" else limit
+    return round_kb(limit) if resource == "memory" else limit
 
 
-def _round_kb(milli: int) -> int:
+def round_kb(milli: int) -> int:
     b = bytes_of(milli)
     return -(-b // 1000) * 1000 * 1000
 
@@ -103,10 +103,10 @@ def vpa_usable(conditions: Sequence[Mapping[str, Any]] | None) -> bool:
     return False
 
 
-def _off(st: ScaleType, window: Window | None, now: float) -> bool:
+def scale_off(st: ScaleType, window: Window | None, now: float) -> bool:
     return st.mode == "Off" or (st.mode == "MaintenanceWindow" and (window is None or not window.contains(now)))
 
 
-def _within(last: float | None, duration: float, now: float) -> bool:
+def within_duration(last: float | None, duration: float, now: float) -> bool:
     # HVPA: blocked iff now - lastScaleTime < duration; unset means "infinitely long ago" (2.9).
     return last is not None and now - last < duration

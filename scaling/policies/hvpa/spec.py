@@ -158,7 +158,7 @@ def _change(obj: Mapping[str, Any], where: str) -> Change:
     return Change(milli, pct)
 
 
-def _scale_params(obj: Mapping[str, Any], where: str) -> dict[str, Change]:
+def scale_params(obj: Mapping[str, Any], where: str) -> dict[str, Change]:
     out: dict[str, Change] = {}
     for res in RESOURCES:
         if isinstance(obj.get(res), Mapping):
@@ -168,7 +168,7 @@ def _scale_params(obj: Mapping[str, Any], where: str) -> dict[str, Change]:
     return out
 
 
-def _scale_type(parent: Mapping[str, Any], key: str, prefix: str = "spec") -> ScaleType:
+def scale_type(parent: Mapping[str, Any], key: str, prefix: str = "spec") -> ScaleType:
     where = f"{prefix}.{key}"
     try:
         obj = mapping_field(parent, key)
@@ -177,7 +177,7 @@ def _scale_type(parent: Mapping[str, Any], key: str, prefix: str = "spec") -> Sc
             raise InvalidPolicy("updatePolicy.updateMode", f"{mode!r} is not one of {', '.join(UPDATE_MODES)}")
         return ScaleType(
             mode,
-            _scale_params(mapping_field(obj, "minChange"), f"{where}.minChange"),
+            scale_params(mapping_field(obj, "minChange"), f"{where}.minChange"),
             duration_field(obj, "stabilizationDuration") if "stabilizationDuration" in obj else 0.0,
         )
     except InvalidPolicy as exc:
@@ -193,7 +193,7 @@ def _ci_get(obj: Mapping[str, Any], key: str) -> Any:
     return obj.get(key[0].upper() + key[1:])
 
 
-def _container_policies(resource_policy: Mapping[str, Any], where: str) -> tuple[ContainerPolicy, ...]:
+def container_policies(resource_policy: Mapping[str, Any], where: str) -> tuple[ContainerPolicy, ...]:
     raw = resource_policy.get("containerPolicies") or []
     if not isinstance(raw, list):
         raise InvalidPolicy(f"{where}.containerPolicies", "expected a list")
@@ -306,7 +306,7 @@ def _stage_intervals(spec: Mapping[str, Any]) -> tuple[Interval, ...] | None:
     return tuple(stages)
 
 
-def _metrics(raw: object, where: str) -> tuple[Mapping[str, Any], ...]:
+def metric_list(raw: object, where: str) -> tuple[Mapping[str, Any], ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list) or not all(isinstance(m, Mapping) for m in raw):
@@ -367,21 +367,21 @@ def parse_hvpa(manifest: Mapping[str, Any], workload: WorkloadRef) -> HvpaSpec:
         max_replicas=max_r,
         hpa_deploy=bool(hpa.get("deploy", False)),
         vpa_deploy=bool(vpa.get("deploy", False)),
-        hpa_up=_scale_type(hpa, "scaleUp", "spec.hpa"),
-        hpa_down=_scale_type(hpa, "scaleDown", "spec.hpa"),
-        vpa_up=_scale_type(vpa, "scaleUp", "spec.vpa"),
-        vpa_down=_scale_type(vpa, "scaleDown", "spec.vpa"),
+        hpa_up=scale_type(hpa, "scaleUp", "spec.hpa"),
+        hpa_down=scale_type(hpa, "scaleDown", "spec.hpa"),
+        vpa_up=scale_type(vpa, "scaleUp", "spec.vpa"),
+        vpa_down=scale_type(vpa, "scaleDown", "spec.vpa"),
         intervals=_intervals(
             spec.get("weightBasedScalingIntervals"), "spec.weightBasedScalingIntervals", fractional=False
         ),
-        containers=_container_policies(
+        containers=container_policies(
             mapping_field(vpa, "template.spec.resourcePolicy"), "spec.vpa.template.spec.resourcePolicy"
         ),
-        limits_gap=_scale_params(
+        limits_gap=scale_params(
             mapping_field(vpa, "limitsRequestsGapScaleParams"), "spec.vpa.limitsRequestsGapScaleParams"
         ),
         window=window,
-        hpa_metrics=_metrics(tmpl.get("metrics"), "spec.hpa.template.spec.metrics"),
+        hpa_metrics=metric_list(tmpl.get("metrics"), "spec.hpa.template.spec.metrics"),
         # an empty behavior still means "behavior with upstream defaults", not the legacy rules
         hpa_behavior=mapping_field(tmpl, "behavior") if tmpl.get("behavior") is not None else None,
     )
@@ -398,7 +398,7 @@ def _parse_seed(spec: Mapping[str, Any], name: str, workload: WorkloadRef) -> Hv
     assert min_r is not None
     if max_r < min_r:
         raise InvalidPolicy(f"{where_hpa}.maxReplicas", f"{max_r} is below minReplicas {min_r}")
-    metrics = _metrics(hpa.get("metrics"), f"{where_hpa}.metrics")
+    metrics = metric_list(hpa.get("metrics"), f"{where_hpa}.metrics")
     if not metrics and hpa.get("targetCPUUtilizationPercentage") is not None:
         pct = int_field(hpa, "targetCPUUtilizationPercentage", None, minimum=1)
         metrics = (
@@ -433,7 +433,7 @@ def _parse_seed(spec: Mapping[str, Any], name: str, workload: WorkloadRef) -> Hv
             raise InvalidPolicy("spec.mixed.prefer", f"{prefer!r} is not hpa or vpa")
         mixed = MixedThresholds(
             int_field(m, "replicaThreshold", 1) or 0,
-            _scale_params(mapping_field(m, "resourceThreshold"), "spec.mixed.resourceThreshold"),
+            scale_params(mapping_field(m, "resourceThreshold"), "spec.mixed.resourceThreshold"),
             prefer,
         )
     intervals = _stage_intervals(spec)
@@ -456,7 +456,7 @@ def _parse_seed(spec: Mapping[str, Any], name: str, workload: WorkloadRef) -> Hv
         vpa_up=up,
         vpa_down=down,
         intervals=intervals,
-        containers=_container_policies(
+        containers=container_policies(
             mapping_field(vpa, "resourcePolicy"),
             f"spec.{'vpaTemplate' if 'vpaTemplate' in spec else 'vpaSpec'}.resourcePolicy",
         ),

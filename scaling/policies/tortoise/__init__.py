@@ -8,7 +8,7 @@ Tortoise's "effectively Off": ``GlobalDisableMode``, ``ExcludedNamespaces``) is 
 
 The algorithms follow Tortoise's code (see docs/tortoise.md,
 numbers in comments), except the min/max replica history, which follows the seed's four-week
-rule (``scaling.history``).  Every other choice where tandem differs, or where Tortoise's
+rule (``scaling.policies.tortoise.history``).  Every other choice where tandem differs, or where Tortoise's
 behaviour had to be mapped onto tandem's event-time model, is listed in ``docs/tortoise.md``.
 Arithmetic that Tortoise does in float64 (buffers, ratios, ``ceil``/``trunc``) is done on Python
 floats, which are the same IEEE doubles, so the results land on the same milli-units.

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...history import replica_bounds
 from ...hpa_metrics import metric_ref, ref_key
 from ...outcome import View
+from .history import replica_bounds
 from .settings import TortoiseSettings, go_regexp
 from .spec import Pair, TortoiseSpec, pair_key, split_key
 from .tick import HpaState, Tick

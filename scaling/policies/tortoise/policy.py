@@ -8,13 +8,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...events import WorkloadRef
-from ...history import ReplicaHistory
 from ...outcome import Outcome, View
 from ...quantity import bytes_of, format_quantity
 from ...recommend.vpa import ContainerPolicy as VpaContainerPolicy
 from ..bounds import Bounds
 from ..bounds import ContainerBounds as AllowedBounds
 from ..templates import HpaTemplate, VpaTemplate
+from .history import ReplicaHistory
 from .hpa import (
     DEFAULT_HPA_BEHAVIOR,
     NEW_METRIC_TARGET,

@@ -11,9 +11,9 @@ from typing import Any
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type hints
 
 from ...errors import InvalidPolicy
-from ...history import PERIODS, ReplicaHistory
 from ...quantity import parse_duration, parse_quantity
 from ...spelling import did_you_mean
+from .history import PERIODS, ReplicaHistory
 
 __all__ = ["FEATURES", "FEATURE_PREFERRED_MAX", "TortoiseSettings", "go_regexp"]
 

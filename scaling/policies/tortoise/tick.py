@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...events import HpaEvent
-from ...history import ReplicaHistory
 from ...outcome import Outcome, View
+from .history import ReplicaHistory
 from .settings import TortoiseSettings
 from .spec import Pair, pair_key, split_key
 

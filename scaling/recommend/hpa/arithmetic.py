@@ -16,34 +16,34 @@ from ...quantity import parse_decimal, parse_quantity
 
 __all__ = ["format_milli_quantity"]
 
-_MAX_INT32 = 2**31 - 1
-_MIN_INT32 = -(2**31)
-_MAX_INT64 = 2**63 - 1
+MAX_INT32 = 2**31 - 1
+MIN_INT32 = -(2**31)
+MAX_INT64 = 2**63 - 1
 
 
-def _go_div(a: int, b: int) -> int:
+def go_div(a: int, b: int) -> int:
     """Go's integer division (truncates toward zero; Python's ``//`` floors)."""
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b >= 0) else -q
 
 
-def _wrap_int64(v: int) -> int:
+def wrap_int64(v: int) -> int:
     """Two's-complement int64 wrap-around, as Go's ``+`` overflows."""
     return (v + 2**63) % 2**64 - 2**63
 
 
-def _ceil_int32(x: float) -> int:
+def ceil_int32(x: float) -> int:
     """``int32(math.Ceil(x))`` guarded the way the current controller guards it (capped at int32)."""
     if math.isnan(x):
         return 0
-    if x > _MAX_INT32:
-        return _MAX_INT32
-    if x < _MIN_INT32:
-        return _MIN_INT32
+    if x > MAX_INT32:
+        return MAX_INT32
+    if x < MIN_INT32:
+        return MIN_INT32
     return math.ceil(x)
 
 
-def _milli_of_number(value: object, scale: int) -> int:
+def milli_of_number(value: object, scale: int) -> int:
     """Milli-units of a sample: ``scale`` is 1 for millicores and 1000 for base units.
 
     Fractions round up, as ``Quantity.MilliValue()`` does; floats go through their shortest decimal
@@ -85,7 +85,7 @@ def format_milli_quantity(milli: int) -> str:
 _DECIMAL_SUFFIX = {0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
 
 
-def _quantity_float(value: object) -> float:
+def quantity_float(value: object) -> float:
     """A quantity as the nearest float (``Quantity.AsApproximateFloat64``), for tolerances.
 
     Not :func:`parse_quantity`: a tolerance such as ``"0.0005"`` is finer than a milli-unit.

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .arithmetic import _MAX_INT32, _quantity_float
-from .metric_specs import _mapping
+from .arithmetic import MAX_INT32, quantity_float
+from .metric_specs import as_mapping
 
 __all__ = [
     "DEFAULT_SCALE_DOWN_RULES",
@@ -75,7 +75,7 @@ def parse_behavior(behavior: Mapping[str, Any] | None, *, path: str = "behavior"
     """
     if behavior is None:
         return None
-    b = _mapping(behavior, path)
+    b = as_mapping(behavior, path)
     up = _parse_rules(b.get("scaleUp"), f"{path}.scaleUp", DEFAULT_SCALE_UP_RULES)
     down = _parse_rules(b.get("scaleDown"), f"{path}.scaleDown", DEFAULT_SCALE_DOWN_RULES)
     return Behavior(up, down)
@@ -91,7 +91,7 @@ def _parse_rules(raw: Any, where: str, default: ScalingRules) -> ScalingRules:
     # HPA: defaults.go copyHPAScalingRules -- every field the user set replaces the default's.
     if raw is None:
         return default
-    r = _mapping(raw, where)
+    r = as_mapping(raw, where)
     window = default.stabilization_window_seconds
     if r.get("stabilizationWindowSeconds") is not None:
         window = _int_field(r["stabilizationWindowSeconds"], f"{where}.stabilizationWindowSeconds", 0, 3600)
@@ -110,18 +110,18 @@ def _parse_rules(raw: Any, where: str, default: ScalingRules) -> ScalingRules:
         parsed: list[ScalingPolicy] = []
         for i, p in enumerate(raw_policies):
             ploc = f"{where}.policies[{i}]"
-            pm = _mapping(p, ploc)
+            pm = as_mapping(p, ploc)
             ptype = pm.get("type")
             if ptype not in ("Pods", "Percent"):
                 raise ValueError(f"{ploc}.type: unknown {ptype!r} (expected Pods or Percent)")
-            value = _int_field(pm.get("value"), f"{ploc}.value", 1, _MAX_INT32)
+            value = _int_field(pm.get("value"), f"{ploc}.value", 1, MAX_INT32)
             period = _int_field(pm.get("periodSeconds"), f"{ploc}.periodSeconds", 1, 1800)
             parsed.append(ScalingPolicy(ptype, value, period))
         policies = tuple(parsed)
     tolerance = default.tolerance
     if r.get("tolerance") is not None:
         try:
-            tolerance = _quantity_float(r["tolerance"])
+            tolerance = quantity_float(r["tolerance"])
         except ValueError as exc:
             raise ValueError(f"{where}.tolerance: {exc}") from None
         if tolerance < 0:

@@ -12,23 +12,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .arithmetic import _MAX_INT32, _MAX_INT64, _milli_of_number, _wrap_int64, format_milli_quantity
+from .arithmetic import MAX_INT32, MAX_INT64, format_milli_quantity, milli_of_number, wrap_int64
 from .behavior import Behavior, parse_behavior
 from .config import HpaConfig
 from .metric_specs import MetricSpec, parse_metrics
 from .model import HpaResult, HpaState, MetricInputs, PodInfo
 from .normalize import limit_legacy, limit_with_behavior, stabilize_legacy, stabilize_with_behavior, store_scale_event
 from .replica_calculator import (
+    Ctx,
+    MetricError,
     Tolerances,
-    _Ctx,
-    _MetricError,
-    _object_value,
-    _per_pod_ratio,
-    _plain_replicas,
-    _resource_pod_metrics,
-    _resource_utilization_replicas,
-    _series,
-    _usage_ratio_replica_count,
+    object_value,
+    per_pod_ratio,
+    plain_replicas,
+    resource_pod_metrics,
+    resource_utilization_replicas,
+    series,
+    usage_ratio_replica_count,
 )
 
 __all__ = ["recommend"]
@@ -64,8 +64,8 @@ def _metric_id(spec: MetricSpec) -> dict[str, Any]:
     return mid
 
 
-def _compute_metric(ctx: _Ctx, spec: MetricSpec) -> _Proposal:
-    """One metric's proposal (``computeReplicasForMetric``), raising ``_MetricError`` if invalid."""
+def _compute_metric(ctx: Ctx, spec: MetricSpec) -> _Proposal:
+    """One metric's proposal (``computeReplicasForMetric``), raising ``MetricError`` if invalid."""
     if spec.type in ("Resource", "ContainerResource"):
         field_name = "resource" if spec.type == "Resource" else "containerResource"
         head: dict[str, Any] = {"name": spec.name}
@@ -73,62 +73,62 @@ def _compute_metric(ctx: _Ctx, spec: MetricSpec) -> _Proposal:
             head["container"] = spec.container
         # HPA: computeStatusForResourceMetricGeneric -- an averageValue target wins over utilization.
         if spec.average_value is not None:
-            metrics = _resource_pod_metrics(ctx, spec.name, spec.container)
-            replicas, usage = _plain_replicas(ctx, metrics, spec.average_value, spec.name)
+            metrics = resource_pod_metrics(ctx, spec.name, spec.container)
+            replicas, usage = plain_replicas(ctx, metrics, spec.average_value, spec.name)
             current = _current(averageValue=usage)
         else:
-            replicas, utilization, raw = _resource_utilization_replicas(ctx, spec)
+            replicas, utilization, raw = resource_utilization_replicas(ctx, spec)
             current = {"averageUtilization": utilization, "averageValue": format_milli_quantity(raw)}
         return _Proposal(replicas, {"type": spec.type, field_name: {**head, "current": current}})
     if spec.type == "Pods":
         assert spec.average_value is not None
-        values = _series(ctx, spec.name, "custom metrics")
+        values = series(ctx, spec.name, "custom metrics")
         # Per-workload (None-keyed) samples are not pod metrics; unknown pods stay, as upstream.
-        metrics = {pod: _milli_of_number(v, 1000) for pod, v in values.items() if pod is not None}
+        metrics = {pod: milli_of_number(v, 1000) for pod, v in values.items() if pod is not None}
         if not metrics:
-            raise _MetricError(f"unable to get metric {spec.name}: no metrics returned from custom metrics API")
-        replicas, usage = _plain_replicas(ctx, metrics, spec.average_value, "")
+            raise MetricError(f"unable to get metric {spec.name}: no metrics returned from custom metrics API")
+        replicas, usage = plain_replicas(ctx, metrics, spec.average_value, "")
         status = {"metric": _metric_id(spec), "current": _current(averageValue=usage)}
         return _Proposal(replicas, {"type": "Pods", "pods": status})
     if spec.type == "Object":
-        value = _object_value(ctx, spec)
+        value = object_value(ctx, spec)
         described = dict(spec.described_object or {})
         # HPA: computeStatusForObjectMetric -- Value if type Value and set, else AverageValue.
         if spec.target_type == "Value" and spec.value is not None:
-            replicas = _usage_ratio_replica_count(ctx, float(value) / float(spec.value))
+            replicas = usage_ratio_replica_count(ctx, float(value) / float(spec.value))
             current = _current(value=value)
         elif spec.target_type == "AverageValue" and spec.average_value is not None:
-            replicas, average = _per_pod_ratio(ctx, value, spec.average_value)
+            replicas, average = per_pod_ratio(ctx, value, spec.average_value)
             current = _current(averageValue=average)
         else:  # pragma: no cover - parse_metrics guarantees the field of the declared type
-            raise _MetricError(
+            raise MetricError(
                 "invalid object metric source: neither a value target nor an average value target was set"
             )
         status = {"describedObject": described, "metric": _metric_id(spec), "current": current}
         return _Proposal(replicas, {"type": "Object", "object": status})
     # External: HPA computeStatusForExternalMetric -- an averageValue target wins over value.
-    values = _series(ctx, spec.name, "external metrics")
-    samples = [_milli_of_number(v, 1000) for v in values.values()]
+    values = series(ctx, spec.name, "external metrics")
+    samples = [milli_of_number(v, 1000) for v in values.values()]
     if spec.average_value is not None:
         usage = 0
         for v in samples:
             # GetExternalPerPodMetricReplicas: int64 sum, a negative total taken as overflow.
-            usage = _wrap_int64(usage + v)
+            usage = wrap_int64(usage + v)
             if usage < 0:
-                usage = _MAX_INT64
+                usage = MAX_INT64
                 break
-        replicas, average = _per_pod_ratio(ctx, usage, spec.average_value)
+        replicas, average = per_pod_ratio(ctx, usage, spec.average_value)
         current = _current(averageValue=average)
     else:
         assert spec.value is not None
         usage = 0
         for v in samples:
             # GetExternalMetricReplicas: sum capped at MaxInt64 on positive overflow.
-            if v > 0 and usage > _MAX_INT64 - v:
-                usage = _MAX_INT64
+            if v > 0 and usage > MAX_INT64 - v:
+                usage = MAX_INT64
                 break
-            usage = _wrap_int64(usage + v)
-        replicas = _usage_ratio_replica_count(ctx, float(usage) / float(spec.value))
+            usage = wrap_int64(usage + v)
+        replicas = usage_ratio_replica_count(ctx, float(usage) / float(spec.value))
         current = _current(value=usage)
     return _Proposal(replicas, {"type": "External", "external": {"metric": _metric_id(spec), "current": current}})
 
@@ -157,10 +157,10 @@ class _Conditions:
 
 
 def _check_int(value: object, name: str, lo: int) -> int:
-    if type(value) is int and lo <= value <= _MAX_INT32:
+    if type(value) is int and lo <= value <= MAX_INT32:
         return value
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo or value > _MAX_INT32:
-        raise ValueError(f"{name}: must be an integer in [{lo}, {_MAX_INT32}], got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo or value > MAX_INT32:
+        raise ValueError(f"{name}: must be an integer in [{lo}, {MAX_INT32}], got {value!r}")
     return value
 
 
@@ -235,10 +235,10 @@ def recommend(
         and type(max_replicas) is int
         and type(current_replicas) is int
         and type(status_replicas) is int
-        and 0 <= min_replicas <= _MAX_INT32
-        and 1 <= max_replicas <= _MAX_INT32
-        and 0 <= current_replicas <= _MAX_INT32
-        and 0 <= status_replicas <= _MAX_INT32
+        and 0 <= min_replicas <= MAX_INT32
+        and 1 <= max_replicas <= MAX_INT32
+        and 0 <= current_replicas <= MAX_INT32
+        and 0 <= status_replicas <= MAX_INT32
     ):  # the common case in one test; else each check, for its message
         _check_int(min_replicas, "min_replicas", 0)
         _check_int(max_replicas, "max_replicas", 1)
@@ -286,7 +286,7 @@ def recommend(
         reason = "Current number of replicas below Spec.MinReplicas"
         desired = min_replicas
     else:
-        ctx = _Ctx(
+        ctx = Ctx(
             pods=pods,
             inputs=inputs,
             now=float(now),
@@ -350,7 +350,7 @@ def recommend(
 
 
 def _compute_for_metrics(
-    ctx: _Ctx,
+    ctx: Ctx,
     specs: Sequence[MetricSpec],
     per_metric: list[tuple[str, int | str]],
     statuses: list[dict[str, Any]],
@@ -364,9 +364,9 @@ def _compute_for_metrics(
     for spec in specs:
         try:
             if not spec.known:
-                raise _MetricError(f"unknown metric source type {spec.type!r}")
+                raise MetricError(f"unknown metric source type {spec.type!r}")
             proposal = _compute_metric(ctx, spec)
-        except (_MetricError, ValueError) as exc:
+        except (MetricError, ValueError) as exc:
             message = str(exc)
             per_metric.append((spec.description, message))
             statuses.append({"type": ""})

@@ -88,7 +88,7 @@ def parse_metrics(spec_metrics: Sequence[Mapping[str, Any]] | None, *, path: str
     return [_parse_metric(i, m, f"{path}[{i}]") for i, m in enumerate(spec_metrics)]
 
 
-def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+def as_mapping(value: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ValueError(f"{where}: must be a mapping")
     return value
@@ -111,7 +111,7 @@ def _positive_quantity(value: Any, where: str) -> int:
 
 
 def _parse_metric(index: int, raw: Any, where: str) -> MetricSpec:
-    spec = _mapping(raw, where)
+    spec = as_mapping(raw, where)
     type_ = spec.get("type")
     if not isinstance(type_, str) or not type_:
         raise ValueError(f"{where}.type: must be a non-empty string")
@@ -120,7 +120,7 @@ def _parse_metric(index: int, raw: Any, where: str) -> MetricSpec:
         # (an invalid metric, not a broken HPA; reference 1.10 multi_metric_one_invalid_blocks_scale_down).
         return MetricSpec(index, type_, known=False)
     fname = _SOURCE_FIELD[type_]
-    src = _mapping(spec.get(fname), f"{where}.{fname}")
+    src = as_mapping(spec.get(fname), f"{where}.{fname}")
     loc = f"{where}.{fname}"
     # v2beta1 names its fields differently; its Object source also has a ``target`` (the object).
     if "target" not in src or any(k in src for k in _V2BETA1_KEYS):
@@ -154,12 +154,12 @@ def _parse_target(target: Mapping[str, Any], loc: str, allowed: tuple[str, ...])
 
 
 def _metric_identifier(src: Mapping[str, Any], loc: str) -> tuple[str, Any]:
-    metric = _mapping(src.get("metric"), f"{loc}.metric")
+    metric = as_mapping(src.get("metric"), f"{loc}.metric")
     return _name(metric.get("name"), f"{loc}.metric.name"), metric.get("selector")
 
 
 def _parse_v2(index: int, type_: str, src: Mapping[str, Any], loc: str) -> MetricSpec:
-    target = _mapping(src.get("target"), f"{loc}.target")
+    target = as_mapping(src.get("target"), f"{loc}.target")
     tloc = f"{loc}.target"
     if type_ in ("Resource", "ContainerResource"):
         name = _name(src.get("name"), f"{loc}.name")
@@ -171,7 +171,7 @@ def _parse_v2(index: int, type_: str, src: Mapping[str, Any], loc: str) -> Metri
         t = _parse_target(target, tloc, ("AverageValue",))
         return MetricSpec(index, type_, name=name, selector=selector, **t)
     if type_ == "Object":
-        described = _mapping(src.get("describedObject"), f"{loc}.describedObject")
+        described = as_mapping(src.get("describedObject"), f"{loc}.describedObject")
         _name(described.get("kind"), f"{loc}.describedObject.kind")
         _name(described.get("name"), f"{loc}.describedObject.name")
         name, selector = _metric_identifier(src, loc)
@@ -219,7 +219,7 @@ def _parse_v2beta1(index: int, type_: str, src: Mapping[str, Any], loc: str) -> 
             average_value=_positive_quantity(avg_raw, f"{loc}.targetAverageValue"),
         )
     if type_ == "Object":
-        described = _mapping(src.get("target"), f"{loc}.target")
+        described = as_mapping(src.get("target"), f"{loc}.target")
         _name(described.get("kind"), f"{loc}.target.kind")
         _name(described.get("name"), f"{loc}.target.name")
         name = _name(src.get("metricName"), f"{loc}.metricName")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from .arithmetic import _MAX_INT32, _MIN_INT32
+from .arithmetic import MAX_INT32, MIN_INT32
 from .behavior import Behavior, ScalingRules
 
 __all__ = [
@@ -141,7 +141,7 @@ def _scale_up_limit(
     if rules.select_policy == "Disabled":
         return current
     pick_min = rules.select_policy == "Min"
-    result = _MAX_INT32 if pick_min else _MIN_INT32
+    result = MAX_INT32 if pick_min else MIN_INT32
     for policy in rules.policies:
         period_start = _replicas_at_period_start(current, up, down, policy.period_seconds, now)
         if policy.type == "Pods":
@@ -161,7 +161,7 @@ def _scale_down_limit(
     if rules.select_policy == "Disabled":
         return current
     pick_min_change = rules.select_policy == "Min"
-    result = _MIN_INT32 if pick_min_change else _MAX_INT32
+    result = MIN_INT32 if pick_min_change else MAX_INT32
     for policy in rules.policies:
         period_start = _replicas_at_period_start(current, up, down, policy.period_seconds, now)
         if policy.type == "Pods":

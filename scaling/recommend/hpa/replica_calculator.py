@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .arithmetic import _MAX_INT32, _MAX_INT64, _MIN_INT32, _ceil_int32, _go_div, _milli_of_number
+from .arithmetic import MAX_INT32, MAX_INT64, MIN_INT32, ceil_int32, go_div, milli_of_number
 from .behavior import Behavior
 from .config import HpaConfig
 from .metric_specs import MetricSpec
@@ -45,12 +45,12 @@ class Tolerances:
         return cls(t.scale_down if down is None else down, t.scale_up if up is None else up)
 
 
-class _MetricError(Exception):
+class MetricError(Exception):
     """A metric that cannot produce a proposal this tick (the controller's invalid metric)."""
 
 
 @dataclass(slots=True)
-class _Ctx:
+class Ctx:
     """What every metric of one reconcile reads (built per tick: plain slots, not frozen, since a
     frozen dataclass pays for each field on construction)."""
 
@@ -131,7 +131,7 @@ def _plain_pods(pods: Sequence[PodInfo]) -> tuple[frozenset[str], float | None] 
     return summary
 
 
-def _group_pods(ctx: _Ctx, metrics: Mapping[str, int], resource: str) -> _Groups:
+def _group_pods(ctx: Ctx, metrics: Mapping[str, int], resource: str) -> _Groups:
     """Classify pods as the controller's ``groupPods`` does (reference 1.3)."""
     plain = _plain_pods(ctx.pods)
     if plain is not None:
@@ -187,11 +187,11 @@ def _resource_scale(resource: str) -> int:
     return 1 if resource == "cpu" else 1000
 
 
-def _resource_pod_metrics(ctx: _Ctx, resource: str, container: str) -> dict[str, int]:
+def resource_pod_metrics(ctx: Ctx, resource: str, container: str) -> dict[str, int]:
     """Per-pod usage in milli-units (``GetResourceMetric``: ``getPodMetrics`` / ``getContainerMetrics``)."""
     usage = ctx.inputs.pod_usage
     if not usage:
-        raise _MetricError(
+        raise MetricError(
             f"unable to get metrics for resource {resource}: no metrics returned from resource metrics API"
         )
     scale = _resource_scale(resource)
@@ -205,7 +205,7 @@ def _resource_pod_metrics(ctx: _Ctx, resource: str, container: str) -> dict[str,
             if res is None:
                 continue
             if resource in res:
-                out[pod] = _milli_of_number(res[resource], scale)
+                out[pod] = milli_of_number(res[resource], scale)
             continue
         if len(containers) == 1:
             # One container (the common pod): its integer value, or the loop below for the rest.
@@ -222,13 +222,13 @@ def _resource_pod_metrics(ctx: _Ctx, resource: str, container: str) -> dict[str,
             if resource not in res:
                 break
             value = res[resource]
-            total += value * scale if type(value) is int else _milli_of_number(value, scale)
+            total += value * scale if type(value) is int else milli_of_number(value, scale)
         else:
             out[pod] = total
     return out
 
 
-def _pod_requests(ctx: _Ctx, resource: str, container: str) -> dict[str, int]:
+def _pod_requests(ctx: Ctx, resource: str, container: str) -> dict[str, int]:
     """Per-pod requests in milli-units (``calculateRequests``), for every listed pod.
 
     A missing request is an error even on an ignored pod, as upstream computes requests over the
@@ -254,15 +254,15 @@ def _pod_requests_of(
     """One pod's request of ``resource`` in milli-units (``calculateRequests``' inner loop)."""
     if container:
         if container not in containers:
-            raise _MetricError(f"container {container} not found in Pod {pod}")
+            raise MetricError(f"container {container} not found in Pod {pod}")
         if resource not in containers[container]:
-            raise _MetricError(f"missing request for {resource} in container {container} of Pod {pod}")
-        return _milli_of_number(containers[container][resource], scale)
+            raise MetricError(f"missing request for {resource} in container {container} of Pod {pod}")
+        return milli_of_number(containers[container][resource], scale)
     total = 0
     for cname, res in containers.items():
         if resource not in res:
-            raise _MetricError(f"missing request for {resource} in container {cname} of Pod {pod}")
-        total += _milli_of_number(res[resource], scale)
+            raise MetricError(f"missing request for {resource} in container {cname} of Pod {pod}")
+        total += milli_of_number(res[resource], scale)
     return total
 
 
@@ -287,24 +287,24 @@ def _utilization_ratio(metrics: Mapping[str, int], requests: Mapping[str, int], 
 def _utilization_of(metrics_total: int, requests_total: int, entries: int, target: int) -> tuple[float, int, int]:
     """``GetResourceUtilizationRatio`` from its sums over ``entries`` pods (see ``_utilization_ratio``)."""
     if requests_total == 0:
-        raise _MetricError("no metrics returned matched known pods")
-    percentage = _go_div(metrics_total * 100, requests_total)
-    if not _MIN_INT32 <= percentage <= _MAX_INT32:
-        raise _MetricError(f"resource utilization {percentage} is outside the int32 range")
-    return float(percentage) / float(target), percentage, _go_div(metrics_total, entries)
+        raise MetricError("no metrics returned matched known pods")
+    percentage = go_div(metrics_total * 100, requests_total)
+    if not MIN_INT32 <= percentage <= MAX_INT32:
+        raise MetricError(f"resource utilization {percentage} is outside the int32 range")
+    return float(percentage) / float(target), percentage, go_div(metrics_total, entries)
 
 
 def _usage_ratio(metrics: Mapping[str, int], target: int) -> tuple[float, int]:
     """``GetMetricUsageRatio``: (ratio, int64 average milli-value, truncated)."""
-    usage = _go_div(sum(metrics.values()), len(metrics))
+    usage = go_div(sum(metrics.values()), len(metrics))
     return float(usage) / float(target), usage
 
 
-def _no_pods() -> _MetricError:
-    return _MetricError("no pods returned by selector while calculating replica count")
+def _no_pods() -> MetricError:
+    return MetricError("no pods returned by selector while calculating replica count")
 
 
-def _resource_utilization_replicas(ctx: _Ctx, spec: MetricSpec) -> tuple[int, int, int]:
+def resource_utilization_replicas(ctx: Ctx, spec: MetricSpec) -> tuple[int, int, int]:
     """``GetResourceReplicas`` (reference 1.2 Utilization, 1.5): (replicas, utilization %, raw)."""
     assert spec.average_utilization is not None
     target = spec.average_utilization
@@ -351,21 +351,21 @@ def _resource_utilization_replicas(ctx: _Ctx, spec: MetricSpec) -> tuple[int, in
                     # _utilization_of and Tolerances.is_within, inline: positive and non-negative
                     # integers, so Go's truncating division is Python's floor division here.
                     utilization = total * 100 // requests_total
-                    if utilization > _MAX_INT32:
-                        raise _MetricError(f"resource utilization {utilization} is outside the int32 range")
+                    if utilization > MAX_INT32:
+                        raise MetricError(f"resource utilization {utilization} is outside the int32 range")
                     ratio = float(utilization) / float(target)
                     raw = total // n
                 if (1.0 - tol.scale_down) <= ratio <= (1.0 + tol.scale_up):
                     return current, utilization, raw
-                return _ceil_int32(ratio * float(n)), utilization, raw
-    metrics = _resource_pod_metrics(ctx, spec.name, spec.container)
+                return ceil_int32(ratio * float(n)), utilization, raw
+    metrics = resource_pod_metrics(ctx, spec.name, spec.container)
     if not ctx.pods:
         raise _no_pods()
     groups = _group_pods(ctx, metrics, spec.name)
     for pod in groups.ignored | groups.unready:
         metrics.pop(pod, None)
     if not metrics:
-        raise _MetricError("did not receive metrics for targeted pods (pods might be unready)")
+        raise MetricError("did not receive metrics for targeted pods (pods might be unready)")
     pods = ctx.pods
     plain = _plain_pods(pods)
     if (
@@ -386,7 +386,7 @@ def _resource_utilization_replicas(ctx: _Ctx, spec: MetricSpec) -> tuple[int, in
         ratio, utilization, raw = _utilization_of(sum(metrics.values()), first * n, n, target)
         if tol.is_within(ratio):
             return current, utilization, raw
-        return _ceil_int32(ratio * float(groups.ready_count)), utilization, raw
+        return ceil_int32(ratio * float(groups.ready_count)), utilization, raw
     requests = _pod_requests(ctx, spec.name, spec.container)
     ratio, utilization, raw = _utilization_ratio(metrics, requests, target)
 
@@ -395,7 +395,7 @@ def _resource_utilization_replicas(ctx: _Ctx, spec: MetricSpec) -> tuple[int, in
     if not scale_up_with_unready and not groups.missing:
         if tol.is_within(ratio):
             return current, utilization, raw
-        return _ceil_int32(ratio * float(groups.ready_count)), utilization, raw
+        return ceil_int32(ratio * float(groups.ready_count)), utilization, raw
 
     # Step 3: assume values for missing (and, on a scale-up, unready) pods.
     if groups.missing:
@@ -403,7 +403,7 @@ def _resource_utilization_replicas(ctx: _Ctx, spec: MetricSpec) -> tuple[int, in
             # Scale-down: missing pods at max(100, target) % of their request (current upstream).
             fallback = max(100, target)
             for pod in groups.missing:
-                metrics[pod] = _go_div(requests[pod] * fallback, 100)
+                metrics[pod] = go_div(requests[pod] * fallback, 100)
         elif ratio > 1.0:
             for pod in groups.missing:
                 metrics[pod] = 0
@@ -416,13 +416,13 @@ def _resource_utilization_replicas(ctx: _Ctx, spec: MetricSpec) -> tuple[int, in
     if tol.is_within(new_ratio) or (ratio < 1.0 < new_ratio) or (ratio > 1.0 > new_ratio):
         return current, utilization, raw
     # Step 5: n = ceil(r2 x pods with values); keep current if n goes against r2's direction.
-    new_replicas = _ceil_int32(new_ratio * float(len(metrics)))
+    new_replicas = ceil_int32(new_ratio * float(len(metrics)))
     if (new_ratio < 1.0 and new_replicas > current) or (new_ratio > 1.0 and new_replicas < current):
         return current, utilization, raw
     return new_replicas, utilization, raw
 
 
-def _plain_replicas(ctx: _Ctx, metrics: dict[str, int], target: int, resource: str) -> tuple[int, int]:
+def plain_replicas(ctx: Ctx, metrics: dict[str, int], target: int, resource: str) -> tuple[int, int]:
     """``calcPlainMetricReplicas`` (Resource AverageValue and Pods metrics): (replicas, average)."""
     current = ctx.spec_replicas
     tol = ctx.tolerances
@@ -432,14 +432,14 @@ def _plain_replicas(ctx: _Ctx, metrics: dict[str, int], target: int, resource: s
     for pod in groups.ignored | groups.unready:
         metrics.pop(pod, None)
     if not metrics:
-        raise _MetricError("did not receive metrics for targeted pods (pods might be unready)")
+        raise MetricError("did not receive metrics for targeted pods (pods might be unready)")
     ratio, usage = _usage_ratio(metrics, target)
 
     scale_up_with_unready = bool(groups.unready) and ratio > 1.0
     if not scale_up_with_unready and not groups.missing:
         if tol.is_within(ratio):
             return current, usage
-        return _ceil_int32(ratio * float(groups.ready_count)), usage
+        return ceil_int32(ratio * float(groups.ready_count)), usage
 
     if groups.missing:
         if ratio < 1.0:
@@ -456,51 +456,51 @@ def _plain_replicas(ctx: _Ctx, metrics: dict[str, int], target: int, resource: s
 
     if tol.is_within(new_ratio) or (ratio < 1.0 < new_ratio) or (ratio > 1.0 > new_ratio):
         return current, usage
-    new_replicas = _ceil_int32(new_ratio * float(len(metrics)))
+    new_replicas = ceil_int32(new_ratio * float(len(metrics)))
     # The current code applies the final n-vs-current check in the Pods path too (reference 1.5).
     if (new_ratio < 1.0 and new_replicas > current) or (new_ratio > 1.0 and new_replicas < current):
         return current, usage
     return new_replicas, usage
 
 
-def _ready_running_pods(ctx: _Ctx) -> int:
+def _ready_running_pods(ctx: Ctx) -> int:
     # HPA: replica_calculator.go getReadyPodsCount -- phase Running and Ready=True.
     if not ctx.pods:
-        raise _MetricError(f"unable to calculate ready pods: {_no_pods()}")
+        raise MetricError(f"unable to calculate ready pods: {_no_pods()}")
     return sum(1 for p in ctx.pods if p.phase == "Running" and p.ready)
 
 
-def _usage_ratio_replica_count(ctx: _Ctx, ratio: float) -> int:
+def usage_ratio_replica_count(ctx: Ctx, ratio: float) -> int:
     """``getUsageRatioReplicaCount`` for Object/External ``Value`` targets (reference 1.2)."""
     current = ctx.spec_replicas
     if current != 0:
         if ctx.tolerances.is_within(ratio):
             return current
-        return _ceil_int32(ratio * float(_ready_running_pods(ctx)))
+        return ceil_int32(ratio * float(_ready_running_pods(ctx)))
     # Scale-to-zero (HPAScaleToZero): ceil(ratio), no tolerance.
-    return _ceil_int32(ratio)
+    return ceil_int32(ratio)
 
 
-def _series(ctx: _Ctx, name: str, api: str) -> Mapping[str | None, float]:
+def series(ctx: Ctx, name: str, api: str) -> Mapping[str | None, float]:
     values = ctx.inputs.series.get(name)
     if not values:
-        raise _MetricError(f"unable to get metric {name}: no metrics returned from {api} API")
+        raise MetricError(f"unable to get metric {name}: no metrics returned from {api} API")
     return values
 
 
-def _object_value(ctx: _Ctx, spec: MetricSpec) -> int:
-    values = _series(ctx, spec.name, "custom metrics")
+def object_value(ctx: Ctx, spec: MetricSpec) -> int:
+    values = series(ctx, spec.name, "custom metrics")
     obj_name = (spec.described_object or {}).get("name")
     if None in values:
         raw = values[None]
     elif isinstance(obj_name, str) and obj_name in values:
         raw = values[obj_name]
     else:
-        raise _MetricError(f"unable to get metric {spec.name}: no value for the described object")
-    return _milli_of_number(raw, 1000)
+        raise MetricError(f"unable to get metric {spec.name}: no value for the described object")
+    return milli_of_number(raw, 1000)
 
 
-def _per_pod_ratio(ctx: _Ctx, usage: int, target_per_pod: int) -> tuple[int, int]:
+def per_pod_ratio(ctx: Ctx, usage: int, target_per_pod: int) -> tuple[int, int]:
     """Object/External ``AverageValue``: ratio against ``status.replicas`` (reference 1.2)."""
     status = ctx.status_replicas
     replicas = status
@@ -510,12 +510,12 @@ def _per_pod_ratio(ctx: _Ctx, usage: int, target_per_pod: int) -> tuple[int, int
     else:
         ratio = math.inf if usage > 0 else (-math.inf if usage < 0 else math.nan)
     if not ctx.tolerances.is_within(ratio):
-        replicas = _ceil_int32(float(usage) / float(target_per_pod))
+        replicas = ceil_int32(float(usage) / float(target_per_pod))
     if status == 0:
         # Go would convert +Inf/NaN to an undefined int64 here; report the total instead.
         average = usage
-    elif float(usage) >= float(_MAX_INT64):
-        average = _MAX_INT64
+    elif float(usage) >= float(MAX_INT64):
+        average = MAX_INT64
     else:
         average = math.ceil(float(usage) / float(status))
     return replicas, average

@@ -16,14 +16,14 @@ __all__ = ["MAX_RESOURCE_AMOUNT", "millicores_up"]
 
 #: VPA: pkg/recommender/model/types.go, MaxResourceAmount = 1e14 (reference 2.7 step 1).
 MAX_RESOURCE_AMOUNT: Final = 10**14
-_RESOURCES: Final[tuple[str, ...]] = ("cpu", "memory")
+RESOURCES: Final[tuple[str, ...]] = ("cpu", "memory")
 
 # --------------------------------------------------------------------------------------------------
 # Go arithmetic that the integer results depend on
 # --------------------------------------------------------------------------------------------------
 
 
-def _amount(value: float) -> int:
+def resource_amount(value: float) -> int:
     """``resourceAmountFromFloat`` (VPA: model/types.go): clamp to [0, 1e14], then truncate.
 
     Go converts NaN to an implementation-defined int64 (MinInt64 on amd64, 0 on arm64); it only
@@ -55,12 +55,12 @@ def millicores_up(cores: float) -> int:
     return -(-round(x) // 1_000_000)
 
 
-def _scale(amount: int, factor: float) -> int:
+def scale_resource(amount: int, factor: float) -> int:
     """``ScaleResource`` (VPA: model/types.go): amount x factor through ``resourceAmountFromFloat``."""
-    return _amount(float(amount) * factor)
+    return resource_amount(float(amount) * factor)
 
 
-def _go_div(a: float, b: float) -> float:
+def go_div(a: float, b: float) -> float:
     """IEEE division as Go does it: x/0 is +-Inf (NaN for 0/0) instead of an exception."""
     if b != 0.0:
         return a / b
@@ -69,10 +69,10 @@ def _go_div(a: float, b: float) -> float:
     return math.copysign(math.inf, a) * math.copysign(1.0, b)
 
 
-_TWO_TO_500: Final = 2.0**500
+TWO_TO_500: Final = 2.0**500
 
 
-def _go_exp2(x: float) -> float:
+def go_exp2(x: float) -> float:
     """Go's ``math.Exp2`` bit for bit (src/math/exp.go ``exp2`` and ``expmulti``; amd64 has no
     assembly for it).  Not correctly rounded: ``2.0 ** x`` differs in the last bit for about one
     ``x`` in ten, and the decaying histograms' weights are this; a percentile whose running sum ties
@@ -112,7 +112,7 @@ def _go_exp2(x: float) -> float:
         return math.inf
 
 
-def _go_pow(x: float, y: float) -> float:
+def go_pow(x: float, y: float) -> float:
     """Go's ``math.Pow``, which is *not* correctly rounded: integer powers by repeated squaring.
 
     It matters for integers: with libm's pow, memory bucket 4 would start at 43101250 bytes; Go's
@@ -123,7 +123,7 @@ def _go_pow(x: float, y: float) -> float:
         return 1.0
     if y == 1:
         return x
-    if y == -2.0 and 1.0 <= x < _TWO_TO_500:
+    if y == -2.0 and 1.0 <= x < TWO_TO_500:
         # The lower bound's confidence multiplier, every recommendation.  For this y the loop below
         # computes 1 / fl(x1 * x1) scaled by a power of two (x = x1 * 2^e, frexp); while x * x and
         # its reciprocal stay normal, scaling commutes with rounding, so that is 1 / fl(x * x).
@@ -141,7 +141,7 @@ def _go_pow(x: float, y: float) -> float:
         return 0.0 if (abs(x) < 1) == (y > 0) else math.inf
     if math.isinf(x):
         if x < 0:
-            return _go_pow(-0.0, -y)
+            return go_pow(-0.0, -y)
         return 0.0 if y < 0 else math.inf
     if y == 0.5:
         return math.sqrt(x)
@@ -185,6 +185,6 @@ def _go_pow(x: float, y: float) -> float:
         return math.copysign(math.inf, a1)
 
 
-def _go_log(base: float, x: float) -> float:
+def go_log(base: float, x: float) -> float:
     """``log(base, x) = math.Log(x) / math.Log(base)`` (VPA: util/histogram_options.go)."""
     return math.log(x) / math.log(base)

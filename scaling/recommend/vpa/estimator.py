@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .arithmetic import _TWO_TO_500, MAX_RESOURCE_AMOUNT, _amount, _go_div, _go_pow, _scale
+from .arithmetic import MAX_RESOURCE_AMOUNT, TWO_TO_500, go_div, go_pow, resource_amount, scale_resource
 from .config import VpaConfig
 from .model import ContainerState
 
@@ -36,19 +36,19 @@ def confidence_multiplier(amount: int, multiplier: float, exponent: float, confi
     Upper bound uses (1, +1) -> x Inf (1e14) with no history, x2 at one day; lower bound uses
     (0.001, -2) -> x0 with no history, ~x0.95 after an hour.
     """
-    return _scale(amount, _go_pow(1.0 + _go_div(multiplier, confidence), exponent))
+    return scale_resource(amount, go_pow(1.0 + go_div(multiplier, confidence), exponent))
 
 
 def with_margin(amount: int, fraction: float) -> int:
     """amount + trunc(amount x fraction) (VPA: logic/estimator.go marginEstimator; reference 2.7 step 2)."""
-    return amount + _scale(amount, fraction)
+    return amount + scale_resource(amount, fraction)
 
 
 #: ``resourceAmountFromFloat``'s upper clamp as a float (1e14 is exact), for the inline fast path.
 _MAX_AMOUNT_F = float(MAX_RESOURCE_AMOUNT)
 
 
-def _estimate(
+def estimate_container(
     s: ContainerState, cfg: VpaConfig, minimum: Mapping[str, int]
 ) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
     """Target, lower and upper bound before filtering, rounding and capping.
@@ -61,7 +61,7 @@ def _estimate(
     The same arithmetic as :func:`with_margin` and :func:`confidence_multiplier`, with fewer calls
     (this runs once per container and recommender run): the multipliers depend on the confidence
     alone, so they are computed once per confidence (once per run when both resources share the
-    confidence interval, the default), and :func:`_amount`'s in-range case is inline (``_bounds``).
+    confidence interval, the default), and :func:`resource_amount`'s in-range case is inline (``_bounds``).
     """
     margin = cfg.recommendation_margin_fraction
     cpu = s.cpu.percentiles(
@@ -86,20 +86,20 @@ def _estimate(
     # VPA: estimator.go confidenceMultiplier: (1 + multiplier/confidence)^exponent, lower bound
     # (0.001, -2), upper bound (1, 1); Pow(x, 1) is x.
     if confidence > 0.0:
-        # The divisions cannot meet a zero, and 1 <= x: _go_pow's own case for y = -2 (x == 1
+        # The divisions cannot meet a zero, and 1 <= x: go_pow's own case for y = -2 (x == 1
         # gives 1.0 either way), unless x is too large for it.
         x = 1.0 + 0.001 / confidence
-        lo_factor = 1.0 / (x * x) if x < _TWO_TO_500 else _go_pow(x, -2.0)
+        lo_factor = 1.0 / (x * x) if x < TWO_TO_500 else go_pow(x, -2.0)
         hi_factor = 1.0 + 1.0 / confidence
     else:
-        lo_factor = _go_pow(1.0 + _go_div(0.001, confidence), -2.0)
-        hi_factor = 1.0 + _go_div(1.0, confidence)
+        lo_factor = go_pow(1.0 + go_div(0.001, confidence), -2.0)
+        hi_factor = 1.0 + go_div(1.0, confidence)
     # CPUAmountFromCores (millicores), MemoryAmountFromBytes
     cpu_t, cpu_l, cpu_u = _bounds(cpu, 1000.0, margin, lo_factor, hi_factor, minimum["cpu"])
     if cfg.confidence_interval_memory != interval:
         confidence = get_confidence(s, cfg.confidence_interval_memory)
-        lo_factor = _go_pow(1.0 + _go_div(0.001, confidence), -2.0)
-        hi_factor = 1.0 + _go_div(1.0, confidence)
+        lo_factor = go_pow(1.0 + go_div(0.001, confidence), -2.0)
+        hi_factor = 1.0 + go_div(1.0, confidence)
     mem_t, mem_l, mem_u = _bounds(memory, 1.0, margin, lo_factor, hi_factor, minimum["memory"])
     return {"cpu": cpu_t, "memory": mem_t}, {"cpu": cpu_l, "memory": mem_l}, {"cpu": cpu_u, "memory": mem_u}
 
@@ -109,8 +109,8 @@ def _bounds(
 ) -> tuple[int, int, int]:
     """One resource's (target, lower, upper) from its (target, lower, upper) percentiles.
 
-    Each is ``max(with_margin(_amount(p x unit), margin), least)``, the bounds through their
-    confidence multiplier (``_scale(amount, factor)``) before the ``max``.  ``_amount`` (clamp to
+    Each is ``max(with_margin(resource_amount(p x unit), margin), least)``, the bounds through their
+    confidence multiplier (``scale_resource(amount, factor)``) before the ``max``.  ``resource_amount`` (clamp to
     [0, 1e14], truncate) is taken inline when the value is in range, else called (NaN, +-Inf,
     out of range): the same integers.
     """
@@ -119,22 +119,22 @@ def _bounds(
     top = _MAX_AMOUNT_F
     target_p, lower_p, upper_p = percentiles
     x = target_p * unit
-    a = int(x) if 0.0 <= x <= top else _amount(x)
+    a = int(x) if 0.0 <= x <= top else resource_amount(x)
     # VPA: estimator.go marginEstimator: amount + ScaleResource(amount, fraction).
     x = a * margin
-    target = a + (int(x) if 0.0 <= x <= top else _amount(x))
+    target = a + (int(x) if 0.0 <= x <= top else resource_amount(x))
     x = lower_p * unit
-    a = int(x) if 0.0 <= x <= top else _amount(x)
+    a = int(x) if 0.0 <= x <= top else resource_amount(x)
     x = a * margin
-    a += int(x) if 0.0 <= x <= top else _amount(x)
+    a += int(x) if 0.0 <= x <= top else resource_amount(x)
     x = a * lo_factor
-    lower = int(x) if 0.0 <= x <= top else _amount(x)
+    lower = int(x) if 0.0 <= x <= top else resource_amount(x)
     x = upper_p * unit
-    a = int(x) if 0.0 <= x <= top else _amount(x)
+    a = int(x) if 0.0 <= x <= top else resource_amount(x)
     x = a * margin
-    a += int(x) if 0.0 <= x <= top else _amount(x)
+    a += int(x) if 0.0 <= x <= top else resource_amount(x)
     x = a * hi_factor
-    upper = int(x) if 0.0 <= x <= top else _amount(x)
+    upper = int(x) if 0.0 <= x <= top else resource_amount(x)
     return (
         target if target > least else least,
         lower if lower > least else least,

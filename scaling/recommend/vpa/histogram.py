@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from itertools import accumulate, compress
 from typing import Any, Final
 
-from .arithmetic import MAX_RESOURCE_AMOUNT, _go_exp2, _go_log, _go_pow
+from .arithmetic import MAX_RESOURCE_AMOUNT, go_exp2, go_log, go_pow
 
 __all__ = [
     "BUCKET_RATIO",
@@ -78,20 +78,20 @@ class ExponentialHistogramOptions(HistogramOptions):
     def __init__(self, max_value: float, first_bucket_size: float, ratio: float, epsilon: float) -> None:
         if max_value <= 0.0 or first_bucket_size <= 0.0 or ratio <= 1.0 or epsilon <= 0.0:
             raise ValueError("maxValue, firstBucketSize and epsilon must be > 0.0, ratio must be > 1.0")
-        self.num_buckets = math.ceil(_go_log(ratio, max_value * (ratio - 1) / first_bucket_size + 1)) + 1
+        self.num_buckets = math.ceil(go_log(ratio, max_value * (ratio - 1) / first_bucket_size + 1)) + 1
         self.first_bucket_size = first_bucket_size
         self.ratio = ratio
         self.epsilon = epsilon
         # GetBucketStart: firstBucketSize * (math.Pow(ratio, bucket) - 1) / (ratio - 1), bucket 0 -> 0.
         self._starts = [0.0] + [
-            first_bucket_size * (_go_pow(ratio, float(b)) - 1) / (ratio - 1) for b in range(1, self.num_buckets)
+            first_bucket_size * (go_pow(ratio, float(b)) - 1) / (ratio - 1) for b in range(1, self.num_buckets)
         ]
 
     def find_bucket(self, value: float) -> int:
         # FindBucket: floor(log(value/first*(ratio-1)+1) / log(ratio)), in Go's evaluation order.
         if value < self.first_bucket_size:
             return 0
-        bucket = int(_go_log(self.ratio, value * (self.ratio - 1) / self.first_bucket_size + 1))
+        bucket = int(go_log(self.ratio, value * (self.ratio - 1) / self.first_bucket_size + 1))
         if bucket >= self.num_buckets:
             return self.num_buckets - 1
         return bucket
@@ -159,7 +159,7 @@ def _millicore_thresholds(options: ExponentialHistogramOptions) -> list[float]:
     return out
 
 
-_CPU_THRESHOLDS: Final = _millicore_thresholds(CPU_HISTOGRAM_OPTIONS)
+CPU_THRESHOLDS: Final = _millicore_thresholds(CPU_HISTOGRAM_OPTIONS)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -212,7 +212,7 @@ class DecayingHistogram:
             self.shift_reference(ts, half_life)
             ref = self.ref
             assert ref is not None
-        return _go_exp2((ts - ref) / half_life)  # math.Exp2, bit for bit
+        return go_exp2((ts - ref) / half_life)  # math.Exp2, bit for bit
 
     def shift_reference(self, new_ref: float, half_life: float) -> None:
         """VPA: decaying_histogram.go shiftReferenceTimestamp - round, then scale by 2^exponent."""
@@ -412,8 +412,8 @@ class DecayingHistogram:
     def from_dict(cls, data: Mapping[str, Any], options: HistogramOptions) -> DecayingHistogram:
         h = cls(options)
         ref = data.get("ref")
-        h.ref = None if ref is None else _finite(ref, "ref")
-        h.total = _finite(data.get("tot", 0.0), "tot")
+        h.ref = None if ref is None else finite_number(ref, "ref")
+        h.total = finite_number(data.get("tot", 0.0), "tot")
         buckets = data.get("b", [])
         weights = data.get("w", [])
         if not isinstance(buckets, list) or not isinstance(weights, list) or len(buckets) != len(weights):
@@ -421,7 +421,7 @@ class DecayingHistogram:
         for b, v in zip(buckets, weights, strict=True):
             if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b < options.num_buckets:
                 raise ValueError(f"histogram: bucket {b!r} out of range")
-            weight = _finite(v, "w")
+            weight = finite_number(v, "w")
             if weight < 0.0:
                 raise ValueError("histogram: negative weight")
             h.weights[b] = weight
@@ -432,7 +432,7 @@ class DecayingHistogram:
         return h
 
 
-def _finite(value: object, name: str) -> float:
+def finite_number(value: object, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValueError(f"{name}: expected a finite number, got {value!r}")
     return float(value)

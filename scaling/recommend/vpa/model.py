@@ -13,16 +13,16 @@ from bisect import bisect_right
 from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from .arithmetic import MAX_RESOURCE_AMOUNT, _amount, _scale, millicores_up
+from .arithmetic import MAX_RESOURCE_AMOUNT, millicores_up, resource_amount, scale_resource
 from .config import VpaConfig
 from .histogram import (
-    _CPU_THRESHOLDS,
     CPU_HISTOGRAM_OPTIONS,
+    CPU_THRESHOLDS,
     EPSILON,
     MEMORY_HISTOGRAM_OPTIONS,
     MIN_SAMPLE_WEIGHT,
     DecayingHistogram,
-    _finite,
+    finite_number,
 )
 
 __all__ = ["GC_INTERVAL", "ContainerState", "collect_garbage", "merge_states"]
@@ -82,10 +82,10 @@ class _MemoryWindow:
             raise ValueError("memory window: expected [end, peak, oom_peak, last_ts(, cpu_ts)]")
         w = cls()
         end, peak, oom, last = data[:4]
-        w.end = _NEVER if end is None else _finite(end, "window end")
-        w.last_ts = _NEVER if last is None else _finite(last, "window last_ts")
+        w.end = _NEVER if end is None else finite_number(end, "window end")
+        w.last_ts = _NEVER if last is None else finite_number(last, "window last_ts")
         if len(data) == 5:
-            w.cpu_ts = _finite(data[4], "window cpu_ts")
+            w.cpu_ts = finite_number(data[4], "window cpu_ts")
         for name, v in (("peak", peak), ("oom_peak", oom)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"memory window: {name} must be an int >= 0")
@@ -160,7 +160,7 @@ class ContainerState:
         hi = float(max(values))
         h = self.cpu
         w_ = MIN_SAMPLE_WEIGHT * h.decay_factor(ts, cfg.cpu_histogram_decay_half_life)
-        thresholds = _CPU_THRESHOLDS
+        thresholds = CPU_THRESHOLDS
         bucket_of = bisect_right
         h.memo = None  # the weights change below, behind DecayingHistogram's back
         h.saved = None
@@ -208,7 +208,7 @@ class ContainerState:
         if not bytes_ >= 0:
             return False
         window = self._window(pod, float(ts), cfg)
-        return self._add_memory_peak(window, float(ts), _amount(float(bytes_)), False, cfg)
+        return self._add_memory_peak(window, float(ts), resource_amount(float(bytes_)), False, cfg)
 
     def add_memory_samples(self, ts: float, samples: Iterable[tuple[str, int]], cfg: VpaConfig) -> None:
         """:meth:`add_memory_sample` for each ``(pod, bytes)`` of one scrape, in order.
@@ -250,12 +250,12 @@ class ContainerState:
         interval = cfg.memory_aggregation_interval
         if ts < window.last_ts - interval:  # no memory sample yet (_NEVER): nothing is before it
             return False
-        request = _amount(float(memory_bytes))
+        request = resource_amount(float(memory_bytes))
         memory_used = max(request, window.memory_peak)
         if max_memory > 0 and memory_used > max_memory:
             memory_used = max_memory
         memory_needed = max(
-            memory_used + _amount(cfg.oom_min_bump_up_bytes), _scale(memory_used, cfg.oom_bump_up_ratio)
+            memory_used + resource_amount(cfg.oom_min_bump_up_bytes), scale_resource(memory_used, cfg.oom_bump_up_ratio)
         )
         if max_memory > 0 and memory_needed > max_memory:
             memory_needed = max_memory
@@ -366,8 +366,8 @@ class ContainerState:
         s.cpu = DecayingHistogram.from_dict(data.get("cpu") or {}, CPU_HISTOGRAM_OPTIONS)
         s.memory = DecayingHistogram.from_dict(data.get("mem") or {}, MEMORY_HISTOGRAM_OPTIONS)
         first, last = data.get("first"), data.get("last")
-        s.first_sample_ts = None if first is None else _finite(first, "first")
-        s.last_sample_ts = None if last is None else _finite(last, "last")
+        s.first_sample_ts = None if first is None else finite_number(first, "first")
+        s.last_sample_ts = None if last is None else finite_number(last, "last")
         n = data.get("n", 0)
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ValueError("container state: 'n' must be an int >= 0")

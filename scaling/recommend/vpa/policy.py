@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from ...errors import InvalidPolicy
 from ...quantity import bytes_of, parse_quantity
-from .arithmetic import _RESOURCES
+from .arithmetic import RESOURCES
 
 __all__ = ["ContainerPolicy", "policies_from_resource_policy"]
 
@@ -34,7 +34,7 @@ class ContainerPolicy:
     min_allowed: Mapping[str, int] = field(default_factory=dict)
     max_allowed: Mapping[str, int] = field(default_factory=dict)
     mode: ScalingMode = "Auto"
-    controlled_resources: tuple[str, ...] = _RESOURCES
+    controlled_resources: tuple[str, ...] = RESOURCES
     controlled_values: ControlledValues = "RequestsAndLimits"
 
     def __post_init__(self) -> None:
@@ -45,7 +45,7 @@ class ContainerPolicy:
                 f"controlled_values: expected RequestsAndLimits or RequestsOnly, got {self.controlled_values!r}"
             )
         for r in self.controlled_resources:
-            if r not in _RESOURCES:
+            if r not in RESOURCES:
                 raise ValueError(f"controlled_resources: {r!r} is not cpu or memory")
 
     @classmethod
@@ -63,7 +63,7 @@ class ContainerPolicy:
                 raise InvalidPolicy(name, "expected a mapping of resource quantities")
             out: dict[str, int] = {}
             for res, q in raw.items():
-                if res not in _RESOURCES:
+                if res not in RESOURCES:
                     continue  # upstream ignores resources it does not recommend
                 try:
                     milli = parse_quantity(q)
@@ -78,7 +78,7 @@ class ContainerPolicy:
                 min_allowed=amounts("minAllowed"),
                 max_allowed=amounts("maxAllowed"),
                 mode=m.get("mode") or "Auto",
-                controlled_resources=_RESOURCES if resources is None else tuple(resources),
+                controlled_resources=RESOURCES if resources is None else tuple(resources),
                 controlled_values=m.get("controlledValues") or "RequestsAndLimits",
             )
         except ValueError as exc:
@@ -102,7 +102,7 @@ def policies_from_resource_policy(resource_policy: Mapping[str, Any] | None) -> 
     return out
 
 
-def _policy_for(name: str, policies: Mapping[str, ContainerPolicy] | None) -> ContainerPolicy | None:
+def policy_for(name: str, policies: Mapping[str, ContainerPolicy] | None) -> ContainerPolicy | None:
     # VPA: utils/vpa/api.go GetContainerResourcePolicy - exact name, else the "*" policy.
     if not policies:
         return None

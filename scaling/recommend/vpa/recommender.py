@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import NamedTuple
 
-from .arithmetic import _RESOURCES, _amount, _scale
+from .arithmetic import RESOURCES, resource_amount, scale_resource
 from .config import VpaConfig
-from .estimator import _estimate
+from .estimator import estimate_container
 from .model import ContainerState
-from .policy import ContainerPolicy, _policy_for
+from .policy import ContainerPolicy, policy_for
 
 __all__ = ["Recommendation", "cap_to_container_limits", "recommend"]
 
@@ -82,7 +82,7 @@ def recommend(
     active: list[tuple[str, ContainerState, ContainerPolicy | None]] = []
     for name in sorted(containers):
         state = containers[name]
-        policy = _policy_for(name, policies)
+        policy = policy_for(name, policies)
         if policy is not None and policy.mode == "Off":
             continue
         active.append((name, state, policy))
@@ -93,9 +93,9 @@ def recommend(
     round_memory = cfg.round_memory_bytes
     out: dict[str, Recommendation] = {}
     for name, state, policy in active:
-        target, lower, upper = _estimate(state, cfg, minimum)
+        target, lower, upper = estimate_container(state, cfg, minimum)
         if policy is None:
-            controlled: tuple[str, ...] = _RESOURCES
+            controlled: tuple[str, ...] = RESOURCES
             min_allowed: Mapping[str, int] = _NO_BOUNDS
             max_allowed: Mapping[str, int] = global_max
         else:
@@ -112,7 +112,7 @@ def recommend(
         capped_t: dict[str, int] = {}
         capped_lb: dict[str, int] = {}
         capped_ub: dict[str, int] = {}
-        for r in _RESOURCES:
+        for r in RESOURCES:
             if r not in controlled:
                 continue
             scale = round_cpu if r == "cpu" else round_memory
@@ -152,8 +152,8 @@ def _run_constants(cfg: VpaConfig, active: int) -> tuple[dict[str, int], dict[st
     if hit is not None and hit[0] is cfg and hit[1] == active:
         return hit[2], hit[3]
     fraction = 1.0 / float(active)
-    min_cpu = _scale(_amount(cfg.pod_recommendation_min_cpu_millicores * 0.001 * 1000.0), fraction)
-    min_memory = _scale(_amount(cfg.pod_recommendation_min_memory_mb * 1024 * 1024), fraction)
+    min_cpu = scale_resource(resource_amount(cfg.pod_recommendation_min_cpu_millicores * 0.001 * 1000.0), fraction)
+    min_memory = scale_resource(resource_amount(cfg.pod_recommendation_min_memory_mb * 1024 * 1024), fraction)
     global_max: dict[str, int] = {}
     if cfg.container_recommendation_max_allowed_cpu is not None:
         global_max["cpu"] = cfg.container_recommendation_max_allowed_cpu
