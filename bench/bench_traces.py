@@ -5,9 +5,9 @@
 The trace (analysis/traces.py; fetched from the package registry once) is cut into ``--workloads``
 consecutive pieces of ``--days`` days that run side by side as workloads ``web-000``... (36 x 28 =
 1,008 workload-days); each policy file of examples/simulate (the six below) is copied once per
-workload with its ``web`` documents renamed.  One ``tandem simulate`` runs all of them; the
-figure is workload-days x policy sets / wall seconds, and workload-days per second per policy set
-(the figure bench/bench_simulate.py gives for the bundled example).
+workload with its ``web`` documents renamed.  One ``tandem simulate`` per policy set (a figure per
+set as soon as it is done); the figures are workload-days x policy sets per wall second and per
+CPU second of the simulate processes (the CPU figure is what a shared machine changes least).
 
 Prints the machine, the command and the figures.  Not a test: figures go to docs/evaluation.md.
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import subprocess
 import sys
 import tempfile
@@ -63,35 +64,46 @@ def main() -> int:
         convert(args.trace, fetch(args.trace, CACHE), stream, args.days, args.workloads, args.start)
         print(f"converted {stream} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
     names = [f"web-{i:03d}" for i in range(args.workloads)]
-    with tempfile.TemporaryDirectory() as tmp:
-        files = []
-        for label in POLICY_SETS:
-            docs = [d for d in yaml.safe_load_all((ROOT / "examples" / "simulate" / f"{label}.yaml").read_text()) if d]
-            web = [d for d in docs if d["metadata"]["name"] == "web"]
-            out = Path(tmp) / f"{label}.yaml"
-            out.write_text(yaml.safe_dump_all([rename(d, n) for n in names for d in web]))
-            files.append(out)
-        cmd = [str(ROOT / ".venv" / "bin" / "tandem"), "simulate", str(stream), "--jobs", str(args.jobs)]
-        cmd += [x for f in files for x in ("--policy", str(f))]
-        t = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        wall = time.perf_counter() - t
-    if proc.returncode != 0:
-        print(proc.stderr, file=sys.stderr)
-        return 1
     wd = args.workloads * args.days
     print(f"machine: {cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print(
         f"command: python bench/bench_traces.py --trace {args.trace} --workloads {args.workloads} "
         f"--days {args.days:g} --start {args.start} --jobs {args.jobs}"
     )
-    print(f"policy sets: {', '.join(POLICY_SETS)}")
+    print(f"{wd:g} workload-days, one tandem simulate per policy set (each reads the stream)", flush=True)
+    walls: list[float] = []
+    cpus: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for label in POLICY_SETS:
+            docs = [d for d in yaml.safe_load_all((ROOT / "examples" / "simulate" / f"{label}.yaml").read_text()) if d]
+            web = [d for d in docs if d["metadata"]["name"] == "web"]
+            policy = Path(tmp) / f"{label}.yaml"
+            policy.write_text(yaml.safe_dump_all([rename(d, n) for n in names for d in web]))
+            cmd = [str(ROOT / ".venv" / "bin" / "tandem"), "simulate", str(stream), "--jobs", str(args.jobs)]
+            cmd += ["--policy", str(policy)]
+            t = time.perf_counter()
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            wall = time.perf_counter() - t
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+            if proc.returncode != 0:
+                print(proc.stderr, file=sys.stderr)
+                return 1
+            walls.append(wall)
+            cpus.append(cpu)
+            [total] = [line for line in proc.stdout.splitlines() if "(all)" in line]
+            print(
+                f"{label}: {wall:.1f} s wall, {cpu:.1f} s CPU: {wd / wall:.2f} workload-days/s wall, "
+                f"{wd / cpu:.2f} per CPU-second (load average {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
+            print(f"  {total}", flush=True)
+    n = len(POLICY_SETS)
     print(
-        f"{wd:g} workload-days x {len(POLICY_SETS)} policy sets in {wall:.1f} s: "
-        f"{wd * len(POLICY_SETS) / wall:.1f} workload-days/s (all sets), {wd / wall:.2f} per set"
+        f"all {n} policy sets: {sum(walls):.1f} s wall, {sum(cpus):.1f} s CPU: {wd * n / sum(walls):.2f} "
+        f"workload-days/s wall, {wd * n / sum(cpus):.2f} per CPU-second"
     )
-    totals = [line for line in proc.stdout.splitlines() if "(all)" in line]
-    print("\n".join([proc.stdout.splitlines()[0], *totals]))
     return 0
 
 
