@@ -303,7 +303,12 @@ def simulate_one(
             if replica_change and per_pod_series:
                 # The load per pod changes with the pods: the series reports it from the change on.
                 feed(
-                    {"type": "metric", "ts": due, "workload": ref.as_dict(), "samples": _per_pod(per_pod_series, names)}
+                    {
+                        "type": "metric",
+                        "ts": due,
+                        "workload": ref.as_dict(),
+                        "samples": series_over_pods(per_pod_series, names),
+                    }
                 )
         if ts > cursor:
             books.accumulate(out, ts - cursor, over, short)
@@ -314,7 +319,14 @@ def simulate_one(
             s_ts, raw_series = next_series
             if any("pod" in x for x in raw_series):
                 per_pod_series = [x for x in raw_series if "pod" in x]
-            feed({"type": "metric", "ts": s_ts, "workload": ref.as_dict(), "samples": _per_pod(raw_series, names)})
+            feed(
+                {
+                    "type": "metric",
+                    "ts": s_ts,
+                    "workload": ref.as_dict(),
+                    "samples": series_over_pods(raw_series, names),
+                }
+            )
             next_series = next(series, None)
         samples: list[ContainerSample] = []
         over = 0
@@ -377,7 +389,7 @@ def simulate_one(
     return out
 
 
-def _per_pod(raw: list[dict[str, Any]], names: Sequence[str]) -> list[dict[str, Any]]:
+def series_over_pods(raw: list[dict[str, Any]], names: Sequence[str]) -> list[dict[str, Any]]:
     """Recorded series samples as the simulated workload would give them.
 
     A sample without ``pod`` (a workload's series: a queue length, a request rate at the load

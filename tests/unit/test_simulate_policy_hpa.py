@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from analysis.outcomes import Demand
-from analysis.simulate import _per_pod, simulate_one
+from analysis.simulate import series_over_pods, simulate_one
 from scaling.events import WorkloadRef
 from scaling.settings import Settings
 
@@ -69,12 +69,12 @@ def test_per_pod_series_are_summed_and_divided_over_the_simulated_pods() -> None
         {"pod": "b", "series": "rps", "value": 30.0},
         {"series": "queue", "value": 5},
     ]
-    assert _per_pod(raw, ["sim-0", "sim-1", "sim-2"]) == [
+    assert series_over_pods(raw, ["sim-0", "sim-1", "sim-2"]) == [
         {"series": "queue", "value": 5},
         {"series": "rps", "value": 20.0},  # the mean over the 3 simulated pods, as one sample
     ]
     workload_only = [{"series": "queue", "value": 5}]
-    assert _per_pod(workload_only, ["sim-0"]) is workload_only
+    assert series_over_pods(workload_only, ["sim-0"]) is workload_only
 
 
 def test_an_hpa_does_not_count_a_pod_the_simulated_scale_down_removed() -> None:
