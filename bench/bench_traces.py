@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from analysis.traces import CACHE, convert, fetch  # noqa: E402
 
-POLICY_SETS = ("upstream-hpa", "upstream-vpa", "upstream-both", "upstream-hpa-vpa-memory", "hvpa", "tortoise")
+POLICY_SETS = ("hvpa", "tortoise", "upstream-hpa", "upstream-hpa-vpa-memory", "upstream-both", "upstream-vpa")
 
 
 def cpu_model() -> str:
