@@ -6,8 +6,9 @@ once in ``fields.py``: :data:`PREDICTIVE_FIELDS`) wraps the kind's parsed policy
 lets the kind decide as always and then:
 
 1. folds the tick's HPA load (:func:`scaling.forecast.load_of`: the HPA's unrounded desired
-   replicas) into the workload's :class:`~scaling.forecast.LoadProfile`, kept in the policy memory
-   (so in the state the worker checkpoints: replay and live see the same profile);
+   replicas; its desired replicas when the event carries no metrics) into the workload's
+   :class:`~scaling.forecast.LoadProfile`, kept in the policy memory (so in the state the worker
+   checkpoints: replay and live see the same profile);
 2. forecasts the load ``horizon`` ahead (default: the workload's observed start-up time, the
    longest of the last starts seen in its pods' status, plus one sync period: a pod asked for now
    must serve before the next tick can ask again);
@@ -51,6 +52,10 @@ __all__ = ["KEY", "PREDICTIVE_FIELDS", "Predictive", "PredictiveSpec", "parse_pr
 KEY = "predictive"
 #: The start-up time assumed before any pod start was observed (seconds).
 DEFAULT_STARTUP = 60.0
+#: The HPA controller's default tolerance (``--horizontal-pod-autoscaler-tolerance`` 0.1,
+#: https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#algorithm-details): a
+#: forecast within it of the replicas the kind asks changes nothing, as a metric within it would not.
+TOLERANCE = 0.1
 #: Start-ups remembered (the horizon is the longest of them).
 _STARTUPS = 8
 #: Pods followed from their start to their readiness, at most.
@@ -151,8 +156,9 @@ class Predictive:
         if hpa is not None:
             current = hpa.current_replicas if hpa.current_replicas is not None else view.spec.replicas
             load = load_of(current, hpa.metrics, hpa.current_metrics)
-            if load is not None:
-                profile.observe(view.tick, load)
+            if load is None:  # an HPA event without its metrics: its desired replicas, rounded already
+                load = float(hpa.desired_replicas)
+            profile.observe(view.tick, load)
         written = profile.to_dict()
         memory[KEY] = {"profile": written, "startups": startups, "unready": unready}
         self._live = (written, profile)
@@ -189,6 +195,8 @@ class Predictive:
             reactive = out.replicas
         else:
             reactive = view.spec.replicas
+        if forecast.load <= reactive * (1 + TOLERANCE):
+            return out  # within the HPA's tolerance of what the kind asks: no change, as the HPA
         cap = math.ceil(reactive * (100 + spec.max_prescale_percent) / 100)
         top = self.inner.bounds().max_replicas
         want = min(want, cap, top) if top is not None else min(want, cap)

@@ -84,7 +84,7 @@ def test_predictive_output_is_byte_identical_across_runs_and_state_restores() ->
     prescaled = [e for e in first if b"pre-scaled to" in e]
     # Days 2 and 3 (day 1 is the history): the recorded cluster stayed at 2 replicas, so each minute
     # before and in the ramp decides again.
-    assert len(prescaled) == 1108
+    assert len(prescaled) == 1104
     assert run(events) == first
     for cut in (1440 + 538, 2 * 1440 + 538, 2 * 1440 + 600):  # around day 2's and day 3's 09:00
         assert run(events, restore_at=cut) == first
