@@ -41,6 +41,7 @@ def create_app(settings: WorkerSettings, *, loop: Any = None, metrics: Any = Non
         install_failed_commit_fix,
         install_fetch_snapshot_fix,
         install_recovery_order_fix,
+        set_producer_buffer,
     )
     from agents.pipeline import MAX_SLOT_BYTES, install
 
@@ -83,7 +84,7 @@ def create_app(settings: WorkerSettings, *, loop: Any = None, metrics: Any = Non
         # few requests; the pipeline waits for the acknowledgements anyway.
         "producer_linger": 0.005,
         # Faust's default stream buffer (4,096 events) filled up in every scrape's burst, and each
-        # delivery into a full buffer goes the slow way (agents/fence.py, install_eager_delivery).
+        # delivery into a full buffer goes the slow way (agents/fence, install_eager_delivery).
         "stream_buffer_maxsize": STREAM_BUFFER_EVENTS,
         "Monitor": quiet_monitor(),
     }
@@ -98,7 +99,7 @@ def create_app(settings: WorkerSettings, *, loop: Any = None, metrics: Any = Non
     # records sit in its producer buffer; every table write goes there, and one batch of input
     # writes hundreds of slots.  The pipeline waits for its writes' acknowledgements anyway
     # (ConfirmedTable.wait_confirmed), so that gate only slowed it down.
-    app.producer.buffer.max_messages = PRODUCER_BUFFER_MESSAGES
+    set_producer_buffer(app, PRODUCER_BUFFER_MESSAGES)
     return app
 
 

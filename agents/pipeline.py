@@ -234,7 +234,7 @@ class Pipeline:
             log.warning("tandem worker: fault injection: input %s will stay paused", self._freeze)
         self.need_reload = True
         #: The last offset handed over per input topic-partition since the assignment: a jump on a
-        #: topic without gaps means inputs the consumer dropped (see agents/fence.py).
+        #: topic without gaps means inputs the consumer dropped (see agents/fence).
         self._read_to: dict[tuple[str, int], int] = {}
         #: The first offset handed over per input topic-partition since the assignment (the commit
         #: watch's start for an input never committed, before its log start is known).
@@ -242,7 +242,7 @@ class Pipeline:
         self.starts_known = False
         self._detail_task: asyncio.Future[None] | None = None
         #: While an input stalls, aiokafka fetcher tasks pending for half the stall timeout are
-        #: ended (agents/fence.py, FetchWatch); asked every sixth of it, in the background.
+        #: ended (agents/fence, FetchWatch); asked every sixth of it, in the background.
         self.fetch_watch = FetchWatch()
         self._hung_task: asyncio.Future[None] | None = None
         self._hung_at = 0.0
@@ -308,7 +308,7 @@ class Pipeline:
         app, settings = self.app, self.settings
 
         async def pipeline(stream: Any) -> None:
-            # Batches from the channel's queue, below Faust's stream (agents/fence.py): their
+            # Batches from the channel's queue, below Faust's stream (agents/fence): their
             # messages are acknowledged by the checkpoint that writes the state they made
             # (:meth:`_checkpoint`), not when the batch is done.
             async for events in take_batches(app, stream, settings.batch_size, settings.batch_within):
@@ -639,7 +639,7 @@ class Pipeline:
                     "tandem worker: %s; paused by the merge: %s; merge inbox: %d buffered; %s",
                     s.describe(),
                     sorted(self.merger.paused.get(s.partition, ())),
-                    self.merger._buffered.get(s.partition, 0),
+                    self.merger.buffered(s.partition),
                     faust_fetch_state(self.app.consumer, TP(*tp)),
                 )
         fresh = [TP(*tp) for tp in current if tp not in self._stalled_logged]
@@ -679,7 +679,7 @@ class Pipeline:
 
     async def _end_hung_fetches(self) -> None:
         """End aiokafka fetcher tasks pending for half the stall timeout while inputs stall (on
-        aiokafka's thread; see agents/fence.py, FetchWatch): fetching then resumes by itself."""
+        aiokafka's thread; see agents/fence, FetchWatch): fetching then resumes by itself."""
         limit = self.stalls.stall_timeout / 2
         try:
             ended = await in_consumer_thread(self.app, lambda c: self.fetch_watch.end_hung(c, time.monotonic(), limit))
@@ -1183,7 +1183,7 @@ class Pipeline:
             finally:
                 current_event.reset(token)
         # Outputs acknowledged, then state, then offsets: the caller waits for the broker, not for
-        # Faust's flush before a commit, which gives up under load (agents/fence.py, ConfirmedTable).
+        # Faust's flush before a commit, which gives up under load (agents/fence, ConfirmedTable).
         return table.take_unconfirmed()
 
 

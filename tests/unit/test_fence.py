@@ -1,4 +1,4 @@
-"""agents/fence.py: Faust's recovery resumes the stream partitions only after the seek (issue #18), and a
+"""agents/fence: Faust's recovery resumes the stream partitions only after the seek (issue #18), and a
 fetch that never ends is ended (stop 27)."""
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from faust.types import TP
 
 from agents.fence import (
     FetchWatch,
-    _resume_after,
     await_chain,
     install_failed_commit_fix,
     install_fetch_snapshot_fix,
     install_recovery_order_fix,
 )
+from agents.fence.patches import _resume_after
 
 A, B = TP("tandem.hpa", 0), TP("tandem.hpa", 1)
 LOG = TP("tandem-state-changelog", 0)
@@ -140,7 +140,7 @@ def test_aiokafka_gets_a_snapshot_of_the_active_partitions_and_nothing_is_fetche
     """An empty set means "every partition" to aiokafka's fetched_records (issue #18)."""
     import faust.transport.drivers.aiokafka as driver
 
-    import agents.fence as fence
+    import agents.fence.patches as fence
 
     monkeypatch.setattr(driver.AIOKafkaConsumerThread, "_fetch_records", _Thread._fetch_records)
     monkeypatch.setattr(fence, "_snapshot_installed", False)

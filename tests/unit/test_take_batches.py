@@ -1,4 +1,4 @@
-"""agents/fence.py take_batches: the worker's input in batches, straight from the channel's queue.
+"""agents/fence/batches.py take_batches: the worker's input in batches, straight from the channel's queue.
 
 The queue is mode's ``ThrowableQueue`` and the messages are Faust's own ``Message``; the app is
 reduced to what ``take_batches`` reads (the generation, the flow control, the acking topics and
