@@ -26,7 +26,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
 from tests.fixtures.kafka import _run_kafka_sh, wait_for
@@ -36,8 +35,8 @@ from tests.integration.test_worker_kafka import (
     _assert_no_tracebacks,
     _lag,
     _prefix,
+    assert_audit_is_replay,
     audit_of,
-    by_workload,
     env_for,
     publish,
     read_events,
@@ -122,14 +121,6 @@ def _stream(tmp: Path, workloads: int, steps: int) -> tuple[Path, list[Path], li
     return stream, policies, audit_of(replay(tmp, stream, policies))
 
 
-def _assert_audit_equals_replay(bootstrap: str, prefix: str, expected: list[dict[str, Any]]) -> None:
-    first_seen: dict[str, dict[str, Any]] = {}
-    for e in read_events(bootstrap, prefix + "audit"):
-        seen = first_seen.setdefault(e["id"], e)
-        assert orjson.dumps(seen) == orjson.dumps(e)  # a repeated event is byte-identical
-    assert by_workload(first_seen.values()) == by_workload(expected)
-
-
 @contextmanager
 def frozen_mid_stream(bootstrap: str, prefix: str, worker: Worker, audit: int) -> Iterator[None]:
     """Hold the worker (SIGSTOP) at the first point, polled every 0.2 s of its run, where ``audit``
@@ -211,7 +202,7 @@ def test_the_broker_stopped_mid_stream_and_started_again_loses_nothing(
         _finish(broker, prefix, expected, worker, "after the broker came back")
     _assert_no_tracebacks(worker)
     assert "skipped offsets" not in worker.text()
-    _assert_audit_equals_replay(broker.bootstrap, prefix, expected)
+    assert_audit_is_replay(read_events(broker.bootstrap, prefix + "audit"), expected)
 
 
 def _free_port() -> int:
@@ -257,4 +248,4 @@ def test_a_worker_started_before_the_broker_waits_for_it_unready_then_decides(br
         broker.start()
         _finish(broker, prefix, expected, worker, "once the broker is up")
     _assert_no_tracebacks(worker)
-    _assert_audit_equals_replay(broker.bootstrap, prefix, expected)
+    assert_audit_is_replay(read_events(broker.bootstrap, prefix + "audit"), expected)

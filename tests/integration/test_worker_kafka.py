@@ -125,6 +125,23 @@ def by_workload(events: Iterable[Mapping[str, Any]]) -> dict[str, list[bytes]]:
     return dict(out)
 
 
+def assert_audit_is_replay(got: Iterable[Mapping[str, Any]], expected: Sequence[Mapping[str, Any]]) -> None:
+    """The audit topic's events ``got`` are ``tandem replay``'s ``expected``, byte for byte.
+
+    At least once (docs/worker.md): a worker that takes over decides again what its predecessor
+    decided and did not commit, so ``got`` is deduplicated by id, and a repeated event must be
+    byte-identical to the first (ids are content hashes: a repeat that differs is a bug, not a
+    duplicate).  What is left must be, per workload, exactly replay's events in replay's order
+    (the bytes the worker writes); across workloads the topic's order is the partitions'.
+    """
+    first_seen: dict[str, Mapping[str, Any]] = {}
+    for e in got:
+        seen = first_seen.setdefault(e["id"], e)
+        assert orjson.dumps(seen) == orjson.dumps(e), f"a repeated event differs: {seen} then {e}"
+    differ = sorted({str(e.get("data", {}).get("tick")) for e in expected if e["id"] not in first_seen})
+    assert by_workload(first_seen.values()) == by_workload(expected), f"ticks decided differently: {differ}"
+
+
 # --------------------------------------------------------------------------------------- kafka
 
 
@@ -441,19 +458,13 @@ def test_worker_killed_mid_stream_resumes_without_losing_decisions(kafka_broker:
             message=lambda: f"every decision after the restart ({second.text()[-3000:]})",
         )
         # Every input committed too (issue #18: Faust's recovery order once left a partition's
-        # commit stuck below records it had dropped; agents/fence).
+        # commit stuck below records it had dropped; agents/fence.py).
         wait_caught_up(kafka_broker, prefix, timeout=120.0, workers=(second,))
         assert second.stop() == 0
     _assert_no_tracebacks(second)
     assert max(second.loaded()) > 0  # it resumed from the persisted slots, not from scratch
 
-    got = read_events(kafka_broker, prefix + "audit")
-    assert {e["id"] for e in got} == set(expected_ids)
-    # deduplicated by id, every workload's decisions come in the replay's order
-    first_seen: dict[str, dict[str, Any]] = {}
-    for e in got:
-        first_seen.setdefault(e["id"], e)
-    assert by_workload(first_seen.values()) == by_workload(expected)
+    assert_audit_is_replay(read_events(kafka_broker, prefix + "audit"), expected)
 
 
 def test_two_workers_split_partitions_and_a_rebalance_loses_nothing(kafka_broker: str, tmp_path: Path) -> None:
@@ -496,7 +507,7 @@ def test_two_workers_split_partitions_and_a_rebalance_loses_nothing(kafka_broker
             message="every decision",
         )
         # Every input committed (issue #18: Faust's recovery order dropped records after the
-        # rebalance and the partition's commit never passed them; agents/fence).
+        # rebalance and the partition's commit never passed them; agents/fence.py).
         wait_caught_up(kafka_broker, prefix, timeout=120.0, workers=(a, b))
         # the two workers split the partitions (stopping one hands all of them to the other)
         split_a, split_b = set(a.assigned()[-1]), set(b.assigned()[-1])
@@ -509,11 +520,7 @@ def test_two_workers_split_partitions_and_a_rebalance_loses_nothing(kafka_broker
     assert max(b.loaded()) > 0, b.text()[-3000:]
     assert b.stats().get("audit", 0) > 0, b.text()[-3000:]
 
-    got = read_events(kafka_broker, prefix + "audit")
-    first_seen: dict[str, dict[str, Any]] = {}
-    for e in got:
-        first_seen.setdefault(e["id"], e)
-    assert by_workload(first_seen.values()) == by_workload(expected)
+    assert_audit_is_replay(read_events(kafka_broker, prefix + "audit"), expected)
 
 
 def test_bad_input_goes_to_the_dead_letter_topic_and_good_input_is_unaffected(
@@ -777,16 +784,10 @@ def test_one_worker_of_two_killed_while_input_arrives_the_other_takes_over_losin
     _assert_no_tracebacks(b)
     assert "skipped offsets" not in b.text()
 
-    got = read_events(kafka_broker, prefix + "audit")
-    first_seen: dict[str, dict[str, Any]] = {}
-    for e in got:
-        seen = first_seen.setdefault(e["id"], e)
-        assert orjson.dumps(seen) == orjson.dumps(e)  # a repeated event is byte-identical
     # Input resuming after a quiet spell reaches the topics in another order than it was produced;
     # the merge's grace (docs/worker.md, "Order across topics") waits for the records of the same
     # instant, so even the first ticks of the burst are replay's.
-    differ = sorted({e["data"]["tick"] for e in expected if e["id"] not in first_seen})
-    assert by_workload(first_seen.values()) == by_workload(expected), f"ticks decided differently: {differ}"
+    assert_audit_is_replay(read_events(kafka_broker, prefix + "audit"), expected)
 
 
 def test_inputs_fetched_while_faust_seeks_after_recovery_are_processed_and_committed(
@@ -799,7 +800,7 @@ def test_inputs_fetched_while_faust_seeks_after_recovery_are_processed_and_commi
     seek were cleared without an ack and later dropped as already read, so the partition's commits
     stopped for good.  ``TANDEM_FAULT_SLOW_SEEK`` widens that window to 5 s.  A worker is stopped
     after a quarter of the audit and a second one recovers its table and carries on; Faust's recovery
-    resumes its inputs only after the seek (agents/fence), so every input is processed (the
+    resumes its inputs only after the seek (agents/fence.py), so every input is processed (the
     audit equals replay) and committed (no lag).
     """
     # a backlog the worker cannot read in the 5 s window, so records are still queued when it ends
@@ -835,10 +836,7 @@ def test_inputs_fetched_while_faust_seeks_after_recovery_are_processed_and_commi
     _assert_no_tracebacks(first, second)
     assert "fault injection: Faust's seek after recovery takes 5.0 s longer" in second.text()
     assert max(second.loaded()) > 0  # it recovered the first worker's slots from the changelog
-    first_seen: dict[str, dict[str, Any]] = {}
-    for e in read_events(kafka_broker, prefix + "audit"):
-        first_seen.setdefault(e["id"], e)
-    assert by_workload(first_seen.values()) == by_workload(expected)
+    assert_audit_is_replay(read_events(kafka_broker, prefix + "audit"), expected)
 
 
 def test_offsets_are_committed_only_after_the_state_is_in_the_changelog(kafka_broker: str, tmp_path: Path) -> None:
@@ -886,10 +884,7 @@ def test_offsets_are_committed_only_after_the_state_is_in_the_changelog(kafka_br
         assert second.stop() == 0
     _assert_no_tracebacks(second)
     assert "fault injection: each state changelog record is sent 0.30 s late" in first.text()
-    first_seen: dict[str, dict[str, Any]] = {}
-    for e in read_events(kafka_broker, prefix + "audit"):
-        first_seen.setdefault(e["id"], e)
-    assert by_workload(first_seen.values()) == by_workload(expected)
+    assert_audit_is_replay(read_events(kafka_broker, prefix + "audit"), expected)
 
 
 def test_worker_creates_its_state_changelog_with_its_inputs_before_faust_starts(kafka_broker: str) -> None:
