@@ -16,10 +16,10 @@ worker scenarios share one broker started here (``scripts/kafka.sh``); the broke
 and stop their own.
 
 ``--hogs N`` runs N busy loops (one CPU each) beside every run for the whole bench, so the
-broker, the publisher and the workers compete for CPU (issue #28); the ``takeover-hogs``
-scenario starts its own two unless ``--hogs`` is given.  ``--without-watermarks`` has ``tandem
-publish`` write none (``TANDEM_WATERMARK_EVERY=0``): the merge's caught-up rule alone, to show what
-the watermarks prevent.
+broker, the publisher and the workers compete for CPU (issue #28); the ``takeover-hogs``,
+``frozen-publisher`` and ``takeover-clusters`` scenarios start their own two unless ``--hogs`` is
+given.  ``--without-watermarks`` has ``tandem publish`` write none (``TANDEM_WATERMARK_EVERY=0``):
+the merge's caught-up rule alone, to show what the watermarks prevent.
 
 The table goes to docs/operating.md ("Faults") with the machine and the command.
 """
@@ -85,6 +85,10 @@ SCENARIOS: dict[str, tuple[str, str]] = {
     "frozen-publisher": (
         "9. scenario 8 with the publisher stopped for 3 s every 0.5-1 s",
         LOAD + "test_a_publisher_frozen_for_longer_than_the_grace_mid_stream_changes_no_decision",
+    ),
+    "takeover-clusters": (
+        "10. scenario 8 with input topics per cluster (`--input-clusters a,b`; c1 on the shared ones)",
+        LOAD + "test_a_takeover_with_input_topics_per_cluster_decides_exactly_what_replay_decides",
     ),
 }
 

@@ -7,7 +7,8 @@ its end" from processing time (a grace after the last arrival), and a producer s
 between the batches of two topics outlasted the grace.  Producers now write watermarks
 (docs/contract.md §3a) and the merge orders a cluster's events by them alone, so the scenario is
 run here exactly as the issue ran it, beside the hogs, and must give replay's bytes and no late
-input.  ``bench/chaos.py --scenario takeover-hogs`` repeats it (docs/operating.md, "Faults").
+input.  ``bench/chaos.py --scenario takeover-hogs`` repeats it (docs/operating.md, "Faults"), and
+``--scenario takeover-clusters`` the same with input topics per cluster (issue #29).
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from streams.topics import input_topics
 from tests.fixtures.kafka import REPO_ROOT, wait_for
 from tests.generated import T0, generated_stream
 from tests.integration.test_worker_kafka import (
@@ -40,6 +42,7 @@ from tests.integration.test_worker_kafka import (
     audit_of,
     env_for,
     read_events,
+    read_topic,
     replay,
     wait_caught_up,
     workers,
@@ -79,6 +82,11 @@ def _halves(tmp: Path, events: list[dict[str, Any]]) -> tuple[Path, Path]:
     first, _ = write_stream(tmp / "first", [e for e in events if e["ts"] < half], [])
     second, _ = write_stream(tmp / "second", [e for e in events if e["ts"] >= half], [])
     return first, second
+
+
+def _cluster_of(key: bytes) -> str:
+    """The cluster of an input record's key (``cluster/namespace/kind/name...``, a watermark's: ``cluster``)."""
+    return key.split(b"/", 1)[0].decode()
 
 
 def _publisher(env: dict[str, str], stream: Path, policies: list[Path]) -> subprocess.Popen[bytes]:
@@ -138,9 +146,36 @@ def test_a_publisher_frozen_for_longer_than_the_grace_mid_stream_changes_no_deci
     _takeover(kafka_broker, tmp_path, freeze=True)
 
 
-def _takeover(kafka_broker: str, tmp_path: Path, *, freeze: bool) -> None:
+def test_a_takeover_with_input_topics_per_cluster_decides_exactly_what_replay_decides(
+    kafka_broker: str, tmp_path: Path
+) -> None:
+    """Scenario 8 with ``--input-clusters a,b`` (issue #29): a third of the workloads in cluster a,
+    a third in b, each on its own five input topics with its own watermarks, and a third in c1 on
+    the shared ones; the worker merges the three clusters' topics (a cluster's bound is the least
+    of its watermarks over its own topics).  Replay knows no topics: the audit must still be its
+    bytes, no input late, every input of the fifteen input topics committed."""
+    _takeover(kafka_broker, tmp_path, freeze=False, clusters=("a", "b"))
+
+
+def _in_clusters(
+    events: list[dict[str, Any]], policies: list[dict[str, Any]], clusters: Sequence[str]
+) -> dict[str, str]:
+    """Move the generated workloads (all in ``c1``) into ``clusters`` and ``c1``, in equal thirds
+    by name, in place; returns name -> cluster."""
+    names = sorted({e["workload"]["name"] for e in events})
+    groups = [*clusters, "c1"]
+    cluster_of = {n: groups[i * len(groups) // len(names)] for i, n in enumerate(names)}
+    for e in events:
+        e["workload"]["cluster"] = cluster_of[e["workload"]["name"]]
+    for p in policies:
+        p["metadata"]["annotations"]["tandem.dev/cluster"] = cluster_of[p["spec"]["targetRef"]["name"]]
+    return cluster_of
+
+
+def _takeover(kafka_broker: str, tmp_path: Path, *, freeze: bool, clusters: Sequence[str] = ()) -> None:
     names = [f"w{i:03d}" for i in range(120)]
     events, policy_docs = generated_stream(names, STEPS)
+    cluster_of = _in_clusters(events, policy_docs, clusters) if clusters else {}
     stream, policies = write_stream(tmp_path, events, policy_docs)
     expected = audit_of(replay(tmp_path, stream, policies))
     first, second = _halves(tmp_path, events)
@@ -152,6 +187,8 @@ def _takeover(kafka_broker: str, tmp_path: Path, *, freeze: bool) -> None:
         TANDEM_BATCH_WITHIN="0.05",
         TANDEM_SESSION_TIMEOUT="6",
         TANDEM_REBALANCE_TIMEOUT="6",
+        # the worker, `tandem publish` and `tandem topics create` alike
+        **({"TANDEM_INPUT_CLUSTERS": ",".join(clusters)} if clusters else {}),
     )
     # The topics exist before anyone reads them (publish creates them as the worker would).
     created = subprocess.run(
@@ -194,7 +231,7 @@ def _takeover(kafka_broker: str, tmp_path: Path, *, freeze: bool) -> None:
                 a.kill()
             finally:
                 _finish(publisher)
-        wait_caught_up(kafka_broker, prefix, timeout=300.0, workers=(b,))
+        wait_caught_up(kafka_broker, prefix, timeout=300.0, workers=(b,), clusters=clusters)
         wait_for(
             lambda: (
                 {(e["subject"], e["data"]["tick"]) for e in expected}
@@ -214,6 +251,15 @@ def _takeover(kafka_broker: str, tmp_path: Path, *, freeze: bool) -> None:
         )
         assert b.stop() == 0
     _assert_no_tracebacks(b)
+    if clusters:
+        # Each cluster's inputs went to its own topics, the rest to the shared ones, and nothing
+        # was refused or dropped on the way (a record on the wrong topic is dead-lettered).
+        for topic, (_, owner) in input_topics(prefix, clusters).items():
+            # record keys begin with the workload key; a watermark's key is its cluster
+            seen = {_cluster_of(k) for _, _, k, _ in read_topic(kafka_broker, topic) if k}
+            want = {owner} if owner else {cluster_of[n] for n in names} - set(clusters)
+            assert seen == want, (topic, seen)
+        assert read_topic(kafka_broker, prefix + "deadletter") == []
     got = read_events(kafka_broker, prefix + "audit")
     late = [e for e in got if e["type"] == "dev.tandem.late.v1"]
     said = [ln for w in (a, b) for ln in w.text().splitlines() if "late input" in ln or "partitions" in ln]

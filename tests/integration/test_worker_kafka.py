@@ -198,14 +198,16 @@ def read_events(broker: str, topic: str) -> list[dict[str, Any]]:
     return [orjson.loads(r[3]) for r in records]
 
 
-async def _lags(broker: str, group: str, prefix: str) -> dict[str, int]:
-    """Uncommitted messages of the worker group, per input topic-partition that has any."""
+async def _lags(broker: str, group: str, prefix: str, clusters: Sequence[str] = ()) -> dict[str, int]:
+    """Uncommitted messages of the worker group, per input topic-partition that has any (the
+    shared input topics and those of the ``--input-clusters`` ``clusters``)."""
     admin = AIOKafkaAdminClient(bootstrap_servers=broker)
     await admin.start()
     consumer = AIOKafkaConsumer(bootstrap_servers=broker, enable_auto_commit=False)
     await consumer.start()
     try:
-        tps = [TopicPartition(prefix + t, p) for t in INPUTS for p in range(PARTITIONS)]
+        topics = [prefix + t for t in INPUTS] + [f"{prefix}{t}.{c}" for c in clusters for t in INPUTS]
+        tps = [TopicPartition(topic, p) for topic in topics for p in range(PARTITIONS)]
         end = await consumer.end_offsets(tps)
         committed = await admin.list_consumer_group_offsets(group)
         lags = {f"{tp.topic}/{tp.partition}": end[tp] - (committed[tp].offset if tp in committed else 0) for tp in tps}
@@ -215,19 +217,23 @@ async def _lags(broker: str, group: str, prefix: str) -> dict[str, int]:
         await admin.close()
 
 
-async def _lag(broker: str, group: str, prefix: str) -> int:
-    return sum((await _lags(broker, group, prefix)).values())
+async def _lag(broker: str, group: str, prefix: str, clusters: Sequence[str] = ()) -> int:
+    return sum((await _lags(broker, group, prefix, clusters)).values())
 
 
-def wait_caught_up(broker: str, prefix: str, timeout: float = 60.0, workers: Sequence[Any] = ()) -> None:
-    """The worker group has committed every input message (on failure: what lags, and the logs)."""
+def wait_caught_up(
+    broker: str, prefix: str, timeout: float = 60.0, workers: Sequence[Any] = (), clusters: Sequence[str] = ()
+) -> None:
+    """The worker group has committed every input message (on failure: what lags, and the logs);
+    ``clusters``: the worker's ``--input-clusters``, whose own input topics count too."""
+    group = prefix + "worker"
 
     def diagnose() -> str:
-        lags = asyncio.run(_lags(broker, prefix + "worker", prefix))
+        lags = asyncio.run(_lags(broker, group, prefix, clusters))
         logs = "\n".join(w.story(2000) for w in workers)
         return f"lag 0 (still lagging: {lags}){chr(10) + logs if logs else ''}"
 
-    wait_for(lambda: asyncio.run(_lag(broker, prefix + "worker", prefix)) == 0, timeout, interval=0.3, message=diagnose)
+    wait_for(lambda: asyncio.run(_lag(broker, group, prefix, clusters)) == 0, timeout, interval=0.3, message=diagnose)
 
 
 def _missing(expected: Sequence[Mapping[str, Any]], broker: str, prefix: str) -> str:
