@@ -694,9 +694,9 @@ def build_events(
                 line = lines.get(pk)
                 if line is not None:
                     changes |= _changes(line.points() if line.by_step is not None else line.steps, step_ms)
-            points = ready.get(pk)
-            if points is not None:
-                changes |= _changes(points, step_ms)
+            readiness = ready.get(pk)
+            if readiness is not None:
+                changes |= _changes(readiness, step_ms)
         dirty[wk] = changes
     ready_at = {pk: {t for t, v in points.items() if v > 0} for pk, points in ready.items()}
     nowhere: frozenset[int] = frozenset()
