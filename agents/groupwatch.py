@@ -5,8 +5,8 @@ as ``GroupAuthorizationFailedError`` (the worker's user may not use its consumer
 ACL on it), is parked (``GroupCoordinator._push_error_to_user``) until the application polls with
 ``getone``/``getmany``, which raise it (``GroupCoordinator.check_errors``); until then the
 coordinator waits.  Faust never polls that way: it reads through aiokafka's fetcher
-(``faust/transport/drivers/aiokafka.py``, ``_fetch_records``), so a worker without the group ACL
-hung after aiokafka's ``Subscribed to topic(s):`` and said nothing, for good.
+(``faust.transport.drivers.aiokafka``, ``AIOKafkaConsumerThread._fetch_records``), so a worker
+without the group ACL hung after aiokafka's ``Subscribed to topic(s):`` and said nothing, for good.
 
 :class:`GroupWatch` takes the parked error on the consumer's thread, as ``getmany`` would, which
 also lets the coordinator try again.  The worker does what it does for a broker that refuses its
