@@ -29,7 +29,7 @@ from ..fields import HVPA_V2_SPEC
 from ..registry import PolicyKind, register
 from ..templates import HpaTemplate, VpaTemplate
 from .policy import hvpa_bounds
-from .rules import min_change_threshold, round_kb, scaled_limit
+from .rules import min_change_threshold, round_kb, scaled_limit, within_duration
 from .spec import ContainerPolicy
 from .status import V2
 from .v2_spec import (
@@ -84,11 +84,6 @@ def vpa_conditions_ok(conditions: Sequence[Mapping[str, Any]] | None) -> bool:
         if kind == "RecommendationProvided":
             recommended = True
     return recommended
-
-
-def _within(last: float | None, duration: float, now: float) -> bool:
-    # HVPA: blocked iff now - lastScaleTime < duration; unset means "infinitely long ago" (2.9).
-    return last is not None and now - last < duration
 
 
 @dataclass(slots=True)
@@ -293,7 +288,7 @@ class HvpaV2Policy:
         if st.mode == "Off":
             return "UpdatePolicy"
         # HVPA v2: the override skips scale-up stabilization only (3.2).
-        if (not p.up or not override) and _within(last_scale, st.stabilization, now):
+        if (not p.up or not override) and within_duration(last_scale, st.stabilization, now):
             return "StabilizationWindow"
         if st.mode == "MaintenanceWindow" and (s.window is None or not s.window.contains(now)):
             return "MaintenanceWindow"
