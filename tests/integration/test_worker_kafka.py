@@ -464,7 +464,7 @@ def test_worker_killed_mid_stream_resumes_without_losing_decisions(kafka_broker:
             message=lambda: f"every decision after the restart ({second.text()[-3000:]})",
         )
         # Every input committed too (issue #18: Faust's recovery order once left a partition's
-        # commit stuck below records it had dropped; agents/fence.py).
+        # commit stuck below records it had dropped; agents/fence).
         wait_caught_up(kafka_broker, prefix, timeout=120.0, workers=(second,))
         assert second.stop() == 0
     _assert_no_tracebacks(second)
@@ -513,7 +513,7 @@ def test_two_workers_split_partitions_and_a_rebalance_loses_nothing(kafka_broker
             message="every decision",
         )
         # Every input committed (issue #18: Faust's recovery order dropped records after the
-        # rebalance and the partition's commit never passed them; agents/fence.py).
+        # rebalance and the partition's commit never passed them; agents/fence).
         wait_caught_up(kafka_broker, prefix, timeout=120.0, workers=(a, b))
         # the two workers split the partitions (stopping one hands all of them to the other)
         split_a, split_b = set(a.assigned()[-1]), set(b.assigned()[-1])
@@ -806,7 +806,7 @@ def test_inputs_fetched_while_faust_seeks_after_recovery_are_processed_and_commi
     seek were cleared without an ack and later dropped as already read, so the partition's commits
     stopped for good.  ``TANDEM_FAULT_SLOW_SEEK`` widens that window to 5 s.  A worker is stopped
     after a quarter of the audit and a second one recovers its table and carries on; Faust's recovery
-    resumes its inputs only after the seek (agents/fence.py), so every input is processed (the
+    resumes its inputs only after the seek (agents/fence), so every input is processed (the
     audit equals replay) and committed (no lag).
     """
     # a backlog the worker cannot read in the 5 s window, so records are still queued when it ends
