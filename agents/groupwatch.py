@@ -54,19 +54,6 @@ def refused_line(group: str, user: str | None, exc: BaseException, attempt: int)
     return f"Kafka consumer group {group!r} of {who}: {describe(exc)} (attempt {attempt})"
 
 
-def _take_parked(consumer: Any) -> tuple[BaseException | None, int]:
-    """On the consumer's thread: the error aiokafka parked for the application, taken as
-    ``getmany`` takes it (the coordinator then tries again), and the group generation."""
-    coordinator = consumer._coordinator
-    parked: BaseException | None = None
-    if coordinator._pending_exception is not None:
-        try:
-            coordinator.check_errors()
-        except Exception as exc:
-            parked = exc
-    return parked, int(coordinator.generation)
-
-
 class GroupWatch:
     """Watches the worker's consumer for errors aiokafka keeps for a ``getmany`` Faust never makes."""
 
@@ -84,12 +71,12 @@ class GroupWatch:
 
     async def run(self) -> None:
         """Until the app stops: look every :data:`POLL` s, and after a refusal after the backoff."""
-        from agents.fence import in_consumer_thread
+        from agents.fence import in_consumer_thread, take_parked_error
 
         delay = self.base
         while not self.app.should_stop:
             try:
-                parked, generation = await in_consumer_thread(self.app, _take_parked)
+                parked, generation = await in_consumer_thread(self.app, take_parked_error)
             except Exception:  # the consumer is not started yet (or stopping): look again later
                 await asyncio.sleep(POLL)
                 continue

@@ -33,6 +33,7 @@ from .inspection import (
     faust_fetch_state,
     fetcher_state,
     in_consumer_thread,
+    take_parked_error,
 )
 from .patches import (
     ConfirmedTable,
@@ -68,4 +69,5 @@ __all__ = [
     "on_wait_empty",
     "set_producer_buffer",
     "take_batches",
+    "take_parked_error",
 ]

@@ -24,6 +24,7 @@ __all__ = [
     "faust_fetch_state",
     "fetcher_state",
     "in_consumer_thread",
+    "take_parked_error",
     "task_state",
 ]
 
@@ -144,3 +145,23 @@ async def in_consumer_thread(app: Any, fn: Callable[[Any], T]) -> T:
     consumer = thread._ensure_consumer()
     result: T = await thread.call_thread(fn, consumer)
     return result
+
+
+def take_parked_error(consumer: Any) -> tuple[BaseException | None, int]:
+    """On the consumer's thread: the error aiokafka's group coordinator parked for the application,
+    taken as ``getmany`` takes it, and the group generation (-1 until joined).
+
+    The one function here that changes what it reads: ``GroupCoordinator.check_errors`` clears the
+    parked error as it raises it, which is also what makes the coordinator try again.  aiokafka
+    parks e.g. ``GroupAuthorizationFailedError`` until the application calls ``getmany``/``getone``;
+    Faust reads through the fetcher and never does, so without this a worker whose consumer group
+    Kafka refuses waits in silence (agents/groupwatch.py says it).  Reads ``_coordinator``,
+    ``_pending_exception`` and ``generation``: aiokafka has no public way to ask for any of them."""
+    coordinator = consumer._coordinator
+    parked: BaseException | None = None
+    if coordinator._pending_exception is not None:
+        try:
+            coordinator.check_errors()
+        except Exception as exc:
+            parked = exc
+    return parked, int(coordinator.generation)

@@ -42,6 +42,8 @@ FINGERPRINTS: Mapping[str, str] = {
     "aiokafka.consumer.fetcher:Fetcher._update_fetch_positions": "d7774d8241dc6a7e",
     "aiokafka.consumer.fetcher:Fetcher._proc_fetch_request": "59bf948fff47eed5",
     "aiokafka.client:AIOKafkaClient.send": "246b277687d7b687",
+    # called for its side effect (the parked error taken) by agents.fence.inspection.take_parked_error
+    "aiokafka.consumer.group_coordinator:GroupCoordinator.check_errors": "ba6ca51ad34838d9",
     # re-implemented by agents.fence.batches.take_batches
     "faust.streams:Stream._py_aiter": "3a48ee257a65435b",
     "faust.streams:Stream.noack_take": "f2cc2dbfc162d200",

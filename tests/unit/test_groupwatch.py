@@ -6,7 +6,8 @@ from typing import Any
 
 from aiokafka.errors import GroupAuthorizationFailedError, KafkaError
 
-from agents.groupwatch import _take_parked, refused_line
+from agents.fence import take_parked_error
+from agents.groupwatch import refused_line
 
 
 def test_a_refused_group_names_the_group_the_user_and_what_to_grant() -> None:
@@ -58,9 +59,9 @@ def test_the_parked_error_is_taken_as_getmany_takes_it_so_the_coordinator_tries_
     exc = GroupAuthorizationFailedError("g")
     coordinator = _Coordinator(exc, -1)
     consumer: Any = _Consumer(coordinator)
-    assert _take_parked(consumer) == (exc, -1)
+    assert take_parked_error(consumer) == (exc, -1)
     assert (coordinator.checked, coordinator._pending_exception) == (1, None)
     # nothing parked: nothing taken (check_errors would also raise a crashed coordination task's error)
     coordinator.generation = 4
-    assert _take_parked(consumer) == (None, 4)
+    assert take_parked_error(consumer) == (None, 4)
     assert coordinator.checked == 1
