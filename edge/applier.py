@@ -84,7 +84,6 @@ from edge.checks import (
     LAST_TICK,
     Refusal,
     apply_patch,
-    backoff_delays,
     check_decision,
     check_marks,
     count_to,
@@ -98,12 +97,13 @@ from edge.checks import (
 from edge.kube import HPAS, WORKLOAD_RESOURCES, KubeError, list_objects, policy_resources, request
 from edge.reporter import Reporter
 from ops.errors import describe
-from ops.retry import start_retrying
+from ops.retry import backoff, backoff_delays, start_client, start_retrying
 from scaling.cloudevents import APPLIED, APPLY_FAILED, BLOCKED, DECISION, cloudevent, event_id, rfc3339
 from scaling.errors import InvalidEvent, InvalidPolicy
 from scaling.events import WorkloadRef, decode_workload_ref
 from scaling.policies import parse_policy
 from schemas.codec import encode
+from streams.settings import kafka_producer
 from streams.topics import actuator_topic, ensure_topics, topic_name
 
 __all__ = [
@@ -313,7 +313,7 @@ class Applier:
                         raise Interrupted(f"{ref.key}: stopped while the API server was unreachable") from None
                     attempt -= 1
                     unreachable += 1
-                    delay = min(self.config.backoff_cap, self.config.backoff_base * 2 ** min(unreachable - 1, 10))
+                    delay = backoff(unreachable - 1, self.config.backoff_base, self.config.backoff_cap)
                     log.warning("%s: the API server is not reachable (%s); retrying in %.1f s", ref.key, exc, delay)
                     if self.metrics is not None:
                         self.metrics.set_unready(f"Kubernetes API not reachable: {exc}")
@@ -503,7 +503,7 @@ async def run(
 
     With ``metrics`` (else the ``applier``'s), the results, API calls and consumer lag are reported.
     """
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+    from aiokafka import AIOKafkaConsumer, TopicPartition
 
     if ensure:
         try:
@@ -536,23 +536,10 @@ async def run(
             enable_auto_commit=False,
             auto_offset_reset=offset_reset,
         )
-        try:
-            await consumer.start()
-        except BaseException:
-            with contextlib.suppress(Exception):
-                await consumer.stop()
-            raise
-        return consumer
+        return await start_client(consumer)
 
     async def start_producer() -> Any:
-        producer = AIOKafkaProducer(**settings.client_kwargs(), acks="all", enable_idempotence=True)
-        try:
-            await producer.start()
-        except BaseException:
-            with contextlib.suppress(Exception):
-                await producer.stop()
-            raise
-        return producer
+        return await start_client(kafka_producer(settings))
 
     # Kafka not reachable yet: wait for it (unready, alive) instead of exiting into a crash loop.
     kafka = f"Kafka {getattr(settings, 'bootstrap', '')}".rstrip()

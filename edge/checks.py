@@ -8,8 +8,8 @@ tested on its own, the way kopf keeps handlers apart from its machinery:
   annotation, a repeat of the last applied decision, a stale one);
 * the bounds re-check against the policy found in the cluster (:func:`policy_bounds`,
   :func:`check_decision`) and the policy/HPA lookup (:func:`find_policy`, :func:`find_hpa`);
-* the writes' bodies (:func:`hpa_patch`, :func:`plan_containers`, :func:`apply_patch`), the retry
-  schedule (:func:`backoff_delays`) and the metrics label of a result (:func:`result_label`).
+* the writes' bodies (:func:`hpa_patch`, :func:`plan_containers`, :func:`apply_patch`) and the
+  metrics label of a result (:func:`result_label`); the retry schedule is :func:`ops.retry.backoff`.
 
 Every check that fails raises :class:`Refusal` (or returns the crossed bounds, each named).
 """
@@ -40,7 +40,6 @@ __all__ = [
     "ContainerPlan",
     "Refusal",
     "apply_patch",
-    "backoff_delays",
     "check_decision",
     "check_marks",
     "count_to",
@@ -406,11 +405,6 @@ def apply_patch(
     if containers:
         body["spec"] = {"template": {"spec": {"containers": containers}}}
     return body
-
-
-def backoff_delays(attempts: int, base: float = 0.2, cap: float = 5.0) -> list[float]:
-    """Waits between ``attempts`` tries: ``base`` doubling up to ``cap`` (``attempts - 1`` of them)."""
-    return [min(cap, base * 2**i) for i in range(max(0, attempts - 1))]
 
 
 # --- results (pure) ---------------------------------------------------------------------------

@@ -87,12 +87,13 @@ from edge.reporter import record_event
 from edge.status import rfc3339
 from edge.translate import Collector, Refusal
 from ops.errors import describe
-from ops.retry import start_retrying
+from ops.retry import backoff, start_client, start_retrying
 from scaling.events import PolicyEvent, decode_event
 from scaling.vocabulary import EVENT_TYPES
 from schemas.codec import encode
 from streams.deadletter import deadletter_record
 from streams.merge import policy_key, watermark
+from streams.settings import kafka_producer
 from streams.topics import ensure_topics, input_topic, topic_name
 
 __all__ = ["COLLECTOR_COMPONENT", "CollectorConfig", "deadletter_value", "run"]
@@ -132,9 +133,12 @@ def _watch_loop(
     timeout: int,
     metrics: Any = None,
 ) -> None:
-    """List, then watch from the list's version; resume after each watch ends; relist on 410."""
+    """List, then watch from the list's version; resume after each watch ends; relist on 410.
+
+    A failure is retried after :func:`ops.retry.backoff` (1 s doubling, at most 30 s), a missing or
+    forbidden resource every 30 s."""
     rv: str | None = None
-    delay = 1.0
+    failures = 0
     while not stop.is_set():
         try:
             if rv is None:
@@ -145,7 +149,7 @@ def _watch_loop(
                 rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
                 if kind in ("ADDED", "MODIFIED", "DELETED"):
                     push((kind, res, obj))
-            delay = 1.0
+            failures = 0
             push(("RESUMED", res, rv))  # the server ended the watch: resume from rv
         except KubeError as exc:
             if exc.status == 410:
@@ -157,13 +161,15 @@ def _watch_loop(
                 rv = None
                 stop.wait(30.0)
                 continue
+            delay = backoff(failures, 1.0, 30.0)
+            failures += 1
             log.warning("%s: %s; retrying in %.0f s", res.plural, exc, delay)
             stop.wait(delay)
-            delay = min(delay * 2, 30.0)
         except Exception:  # never let a watch thread die silently
+            delay = backoff(failures, 1.0, 30.0)
+            failures += 1
             log.exception("%s: watch failed; retrying in %.0f s", res.plural, delay)
             stop.wait(delay)
-            delay = min(delay * 2, 30.0)
 
 
 def deadletter_value(refusal: Refusal, topic: str) -> bytes:
@@ -176,15 +182,13 @@ def deadletter_value(refusal: Refusal, topic: str) -> bytes:
 
 class _KafkaSink:
     def __init__(self, settings: Any, metrics: Any = None) -> None:
-        from aiokafka import AIOKafkaProducer
-
         self.deadletter = topic_name(settings.prefix, "deadletter")
         self.settings = settings
         #: ops.observability.Metrics (or None): the records the broker refused are counted there.
         self.metrics = metrics
         #: Topics whose refusal has been logged (once each, a refusal repeats every scrape).
         self._refused: set[str] = set()
-        self.producer = AIOKafkaProducer(**settings.client_kwargs(), acks="all", enable_idempotence=True, linger_ms=5)
+        self.producer = kafka_producer(settings, linger_ms=5)
         #: Held while events are stamped-and-sent or a round of watermarks goes out (FIFO), so that a
         #: watermark at ``W`` follows every event stamped before ``W`` in each topic-partition.
         self.lock = asyncio.Lock()
@@ -332,6 +336,158 @@ class _FileSink:
             self.fh.close()
 
 
+async def _open_sink(settings: Any, out: str | None, stop: threading.Event, metrics: Any) -> Any:
+    """The started sink: the ``out`` file, else Kafka once it is reachable (``None``: stopped first).
+
+    Kafka not reachable yet: the collector waits for it (unready, alive) instead of exiting into a
+    crash loop.
+    """
+    if out:
+        sink = _FileSink(out)
+        await sink.start()
+        return sink
+    try:
+        await ensure_topics(settings, strict=False)
+    except Exception as exc:  # no right to create topics at the edge: they must exist already
+        log.warning("could not check/create topics: %s", describe(exc))
+
+    async def start_sink() -> _KafkaSink:
+        kafka_sink = _KafkaSink(settings)
+        await start_client(kafka_sink.producer)
+        return kafka_sink
+
+    kafka = f"Kafka {getattr(settings, 'bootstrap', '')}".rstrip()
+    return await start_retrying(start_sink, kafka, stop=stop, metrics=metrics)
+
+
+async def _send_counted(sink: Any, metrics: Any, events: list[dict[str, Any]]) -> None:
+    """Send ``events``, then count them by type with the newest event time of each."""
+    await sink.send(events)
+    if metrics is not None and events:
+        newest: dict[str, float] = {}
+        counts: dict[str, int] = {}
+        for ev in events:
+            counts[ev["type"]] = counts.get(ev["type"], 0) + 1
+            newest[ev["type"]] = max(newest.get(ev["type"], ev["ts"]), ev["ts"])
+        for type_, n in counts.items():
+            metrics.observe_event(type_, newest[type_], n)
+        metrics.record_processed(max(newest.values()))
+
+
+def _start_watches(
+    api: Any,
+    config: CollectorConfig,
+    push: Callable[[tuple[str, Resource, Any]], None],
+    stop: threading.Event,
+    metrics: Any,
+) -> list[threading.Thread]:
+    """One watch thread per resource and namespace, started."""
+    namespaces: Sequence[str | None] = config.namespaces or (None,)
+    # Pods first: a workload's first event then already lists its pods.
+    resources = (PODS, DEPLOYMENTS, STATEFULSETS, HPAS, VPAS, *policy_resources())
+    threads = [
+        threading.Thread(
+            target=_watch_loop,
+            args=(api, res, ns, push, stop, config.watch_timeout, metrics),
+            name=f"watch-{res.plural}.{res.group or 'core'}-{ns or 'all'}",
+            daemon=True,
+        )
+        for res in resources
+        for ns in namespaces
+    ]
+    for t in threads:
+        t.start()
+    return threads
+
+
+async def _scrape(
+    api: Any, config: CollectorConfig, sink: Any, collector: Collector, metrics: Any, stop: threading.Event
+) -> None:
+    """Every ``config.interval``: the pod metrics when ``metrics.k8s.io`` is served, then a round of
+    watermarks."""
+    warned = False
+    namespaces: Sequence[str | None] = config.namespaces or (None,)
+    # A first round before any event, so the worker orders this cluster by watermarks from
+    # its first event on (vacuously true: nothing is stamped yet).
+    await sink.watermark(config.cluster, time.time())
+    while not stop.is_set():
+        try:
+            with _timed(metrics, "discover_pod_metrics"):
+                is_served = await asyncio.to_thread(served, api, POD_METRICS)
+            if is_served:
+                items: list[dict[str, Any]] = []
+                for ns in namespaces:
+                    with _timed(metrics, _list_op(POD_METRICS)):
+                        got, _ = await asyncio.to_thread(list_objects, api, POD_METRICS, ns)
+                    items.extend(got)
+                await _send_counted(sink, metrics, collector.metric_events(items, time.time()))
+                warned = False
+            elif not warned:
+                log.info("metrics.k8s.io is not served: no pod metrics (checked every %.0f s)", config.interval)
+                warned = True
+        except KubeError as exc:
+            log.warning("pod metrics: %s", exc)
+        try:
+            # Stamped after the scrape's events: the events are sent (or queued before it on
+            # the sink's lock), so every event of this cluster up to now precedes it.
+            await sink.watermark(config.cluster, time.time())
+        except Exception as exc:  # the next round carries the same promise, later
+            log.warning("watermark not sent: %s", describe(exc))
+        await asyncio.to_thread(stop.wait, config.interval)
+
+
+async def _forward(
+    queue: asyncio.Queue[tuple[str, Resource, Any]],
+    collector: Collector,
+    sink: Any,
+    metrics: Any,
+    refusals: asyncio.Queue[Refusal | None],
+    stop: threading.Event,
+) -> None:
+    """What the watches saw, as events, until ``stop``: each wake-up drains the queue and sends it
+    all at once; the refused policies go to ``refusals``."""
+    while not stop.is_set():
+        try:
+            item = await asyncio.wait_for(queue.get(), 0.5)
+        except TimeoutError:
+            continue
+        events = collector.observe(item[0], item[1], item[2], time.time())
+        while not queue.empty():
+            nxt = queue.get_nowait()
+            events.extend(collector.observe(nxt[0], nxt[1], nxt[2], time.time()))
+        for refusal in collector.take_refusals():
+            refusals.put_nowait(refusal)
+        await _send_counted(sink, metrics, events)
+
+
+async def _shut_down(
+    config: CollectorConfig,
+    sink: Any,
+    scraper: asyncio.Task[None],
+    reporter: asyncio.Task[None],
+    refusals: asyncio.Queue[Refusal | None],
+) -> None:
+    """Stop the scrape, give the queued refusals a while, send a last round of watermarks, close."""
+    scraper.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await scraper
+    refusals.put_nowait(None)  # report what is queued, for a while, then stop
+    with contextlib.suppress(Exception):
+        await asyncio.wait({reporter}, timeout=_REPORT_GRACE)
+    reporter.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await reporter
+    try:
+        # A last round: every event sent so far is released, and the worker runs the last
+        # tick by its wall clock (a live cluster's watermarks stopped: docs/worker.md).  What a
+        # restarted collector sends is stamped later.  A collector that dies sends none: its
+        # last events wait for it to come back.
+        await sink.watermark(config.cluster, time.time())
+    except Exception as exc:
+        log.warning("last watermark not sent: %s", describe(exc))
+    await sink.stop()
+
+
 async def run(
     config: CollectorConfig,
     api: Any,
@@ -348,53 +504,16 @@ async def run(
     calls are reported.
     """
     stop = stop or threading.Event()
-    sink: Any
-    if out:
-        sink = _FileSink(out)
-    else:
-        try:
-            await ensure_topics(settings, strict=False)
-        except Exception as exc:  # no right to create topics at the edge: they must exist already
-            log.warning("could not check/create topics: %s", describe(exc))
-        sink = None
+    watched = metrics if metrics is not None else getattr(collector, "metrics", None)
+    sink = await _open_sink(settings, out, stop, watched)
     if sink is None:
-
-        async def start_sink() -> _KafkaSink:
-            kafka_sink = _KafkaSink(settings)
-            try:
-                await kafka_sink.start()
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    await kafka_sink.producer.stop()
-                raise
-            return kafka_sink
-
-        # Kafka not reachable yet: wait for it (unready, alive) instead of exiting into a crash loop.
-        kafka = f"Kafka {getattr(settings, 'bootstrap', '')}".rstrip()
-        watched = metrics if metrics is not None else getattr(collector, "metrics", None)
-        sink = await start_retrying(start_sink, kafka, stop=stop, metrics=watched)
-        if sink is None:
-            return
-    else:
-        await sink.start()
+        return
     collector = collector or Collector(config.cluster, metrics)
     if metrics is not None and collector.metrics is None:
         collector.metrics = metrics
     metrics = collector.metrics
     if isinstance(sink, _KafkaSink):
         sink.metrics = metrics
-
-    async def send(events: list[dict[str, Any]]) -> None:
-        await sink.send(events)
-        if metrics is not None and events:
-            newest: dict[str, float] = {}
-            counts: dict[str, int] = {}
-            for ev in events:
-                counts[ev["type"]] = counts.get(ev["type"], 0) + 1
-                newest[ev["type"]] = max(newest.get(ev["type"], ev["ts"]), ev["ts"])
-            for type_, n in counts.items():
-                metrics.observe_event(type_, newest[type_], n)
-            metrics.record_processed(max(newest.values()))
 
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[tuple[str, Resource, Any]] = asyncio.Queue()
@@ -405,52 +524,7 @@ async def run(
         except RuntimeError:  # the loop is closed: we are stopping
             stop.set()
 
-    namespaces: Sequence[str | None] = config.namespaces or (None,)
-    # Pods first: a workload's first event then already lists its pods.
-    resources = (PODS, DEPLOYMENTS, STATEFULSETS, HPAS, VPAS, *policy_resources())
-    threads = [
-        threading.Thread(
-            target=_watch_loop,
-            args=(api, res, ns, push, stop, config.watch_timeout, metrics),
-            name=f"watch-{res.plural}.{res.group or 'core'}-{ns or 'all'}",
-            daemon=True,
-        )
-        for res in resources
-        for ns in namespaces
-    ]
-    for t in threads:
-        t.start()
-
-    async def scrape() -> None:
-        warned = False
-        # A first round before any event, so the worker orders this cluster by watermarks from
-        # its first event on (vacuously true: nothing is stamped yet).
-        await sink.watermark(config.cluster, time.time())
-        while not stop.is_set():
-            try:
-                with _timed(metrics, "discover_pod_metrics"):
-                    is_served = await asyncio.to_thread(served, api, POD_METRICS)
-                if is_served:
-                    items: list[dict[str, Any]] = []
-                    for ns in namespaces:
-                        with _timed(metrics, _list_op(POD_METRICS)):
-                            got, _ = await asyncio.to_thread(list_objects, api, POD_METRICS, ns)
-                        items.extend(got)
-                    await send(collector.metric_events(items, time.time()))
-                    warned = False
-                elif not warned:
-                    log.info("metrics.k8s.io is not served: no pod metrics (checked every %.0f s)", config.interval)
-                    warned = True
-            except KubeError as exc:
-                log.warning("pod metrics: %s", exc)
-            try:
-                # Stamped after the scrape's events: the events are sent (or queued before it on
-                # the sink's lock), so every event of this cluster up to now precedes it.
-                await sink.watermark(config.cluster, time.time())
-            except Exception as exc:  # the next round carries the same promise, later
-                log.warning("watermark not sent: %s", describe(exc))
-            await asyncio.to_thread(stop.wait, config.interval)
-
+    _start_watches(api, config, push, stop, metrics)
     refusals: asyncio.Queue[Refusal | None] = asyncio.Queue()
 
     async def report_refusals() -> None:
@@ -458,41 +532,13 @@ async def run(
         while (refusal := await refusals.get()) is not None:
             await _report_refusal(api, config.cluster, sink, refusal, metrics)
 
-    scraper = asyncio.create_task(scrape())
+    scraper = asyncio.create_task(_scrape(api, config, sink, collector, metrics, stop))
     reporter = asyncio.create_task(report_refusals())
     try:
-        while not stop.is_set():
-            try:
-                item = await asyncio.wait_for(queue.get(), 0.5)
-            except TimeoutError:
-                continue
-            events = collector.observe(item[0], item[1], item[2], time.time())
-            while not queue.empty():  # drain what else arrived, then send it all at once
-                nxt = queue.get_nowait()
-                events.extend(collector.observe(nxt[0], nxt[1], nxt[2], time.time()))
-            for refusal in collector.take_refusals():
-                refusals.put_nowait(refusal)
-            await send(events)
+        await _forward(queue, collector, sink, metrics, refusals, stop)
     finally:
         stop.set()
-        scraper.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await scraper
-        refusals.put_nowait(None)  # report what is queued, for a while, then stop
-        with contextlib.suppress(Exception):
-            await asyncio.wait({reporter}, timeout=_REPORT_GRACE)
-        reporter.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await reporter
-        try:
-            # A last round: every event sent so far is released, and the worker runs the last
-            # tick by its wall clock (a live cluster's watermarks stopped: docs/worker.md).  What a
-            # restarted collector sends is stamped later.  A collector that dies sends none: its
-            # last events wait for it to come back.
-            await sink.watermark(config.cluster, time.time())
-        except Exception as exc:
-            log.warning("last watermark not sent: %s", describe(exc))
-        await sink.stop()
+        await _shut_down(config, sink, scraper, reporter, refusals)
 
 
 #: Seconds a stopping collector still gives the refusals it has queued.

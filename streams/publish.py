@@ -46,7 +46,7 @@ from scaling.reconcile import tick_of
 from scaling.vocabulary import EVENT_TYPES
 from schemas.codec import encode
 from streams.merge import partition_key, policy_key, watermark
-from streams.settings import KafkaSettings
+from streams.settings import KafkaSettings, kafka_producer
 from streams.topics import input_topic, input_topics
 
 __all__ = ["Messages", "Record", "messages", "publish", "route", "warn_retention", "with_watermarks"]
@@ -144,7 +144,6 @@ async def publish(
     With ``settings.input_signing`` each record carries its cluster's ``tandem-mac`` header.  With
     ``settings.input_clusters`` each record goes to its cluster's topic (:func:`route`).
     """
-    from aiokafka import AIOKafkaProducer
     from aiokafka.partitioner import DefaultPartitioner
 
     own = settings.input_clusters
@@ -154,13 +153,7 @@ async def publish(
         return [input_topic(settings.prefix, k, cluster, own) for k in EVENT_TYPES]
 
     err = err if err is not None else sys.stderr
-    producer = AIOKafkaProducer(
-        **settings.client_kwargs(),
-        acks="all",
-        enable_idempotence=True,
-        linger_ms=10,
-        max_batch_size=256 * 1024,
-    )
+    producer = kafka_producer(settings, linger_ms=10, max_batch_size=256 * 1024)
     await producer.start()
     try:
         records: list[Record]

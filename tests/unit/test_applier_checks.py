@@ -21,7 +21,6 @@ from edge.checks import (
     MANAGED,
     Refusal,
     apply_patch,
-    backoff_delays,
     check_decision,
     check_marks,
     find_hpa,
@@ -414,11 +413,6 @@ def test_hpa_patch_retargets_and_adds_container_metrics() -> None:
         "target_utilization": {"app/cpu": {"from": 70, "to": 75}, "istio-proxy/cpu": {"from": None, "to": 80}},
     }
     assert hpa_patch(hpa_obj(), {"min_replicas": change(3, 3)}) == ({}, {})
-
-
-def test_backoff_is_bounded_and_exponential() -> None:
-    assert backoff_delays(1) == []
-    assert backoff_delays(6, 0.2, 1.0) == [0.2, 0.4, 0.8, 1.0, 1.0]
 
 
 # --- what the applier does before it touches the API ----------------------------------------------
