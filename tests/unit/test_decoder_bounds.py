@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scaling.errors import InvalidEvent
-from scaling.events import MetricEvent, VpaEvent, _decode_sample, _fast_sample, decode_event
+from scaling.events import MetricEvent, VpaEvent, decode_event
+from scaling.events.metric import _decode_sample, _fast_sample
 
 WL = {"cluster": "c1", "namespace": "shop", "kind": "Deployment", "name": "web"}
 

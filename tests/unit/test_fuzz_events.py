@@ -26,10 +26,10 @@ import pytest
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
-from scaling import events
 from scaling.engine import Engine
 from scaling.errors import InvalidEvent
-from scaling.events import decode_event
+from scaling.events import WorkloadRef, decode_event
+from scaling.events import decode as decoders
 from scaling.settings import Settings
 from schemas.codec import decode, encode
 from tests.mutate import RUNS, mangled_bytes, mutated, to_json
@@ -142,11 +142,11 @@ def test_the_inline_fast_paths_decide_as_the_checked_decoder(data: st.DataObject
     # field-by-field checks: on any document both give the same event, or the same error.
     doc = data.draw(mutated(INPUTS[name], pairs=False), label="mutated")
     RUNS["event: fast path against checked decoder"] += 1
-    assert _outcome(decode_event, doc) == _outcome(events._decode_event_checked, doc)
+    assert _outcome(decode_event, doc) == _outcome(decoders._decode_event_checked, doc)
     if isinstance(doc, dict) and isinstance(doc.get("ts"), float):
-        ref = events.WorkloadRef("c", "n", "Deployment", "w")
-        fast = _outcome(lambda d: events._decode_hpa(d, doc["ts"], ref), doc)
-        assert fast == _outcome(lambda d: events._decode_hpa_fields(d, doc["ts"], ref), doc)
+        ref = WorkloadRef("c", "n", "Deployment", "w")
+        fast = _outcome(lambda d: decoders._decode_hpa(d, doc["ts"], ref), doc)
+        assert fast == _outcome(lambda d: decoders._decode_hpa_fields(d, doc["ts"], ref), doc)
     if isinstance(doc, dict) and isinstance(doc.get("samples"), list):
         # Samples that are not plain dicts skip the metric decoder's inline checks.
         slow = dict(doc, samples=[MappingProxyType(x) if isinstance(x, dict) else x for x in doc["samples"]])

@@ -273,7 +273,7 @@ _sample_values = st.one_of(
 )
 def test_fast_sample_decoding_agrees_with_the_full_decoder(raw: dict[str, Any]) -> None:
     from scaling.errors import InvalidEvent
-    from scaling.events import _decode_sample, _fast_sample
+    from scaling.events.metric import _decode_sample, _fast_sample
 
     fast = _fast_sample(raw)
     if fast is None:
