@@ -7,18 +7,16 @@ applier failed; otherwise it runs until SIGTERM/SIGINT.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
-import signal
 import sys
 import threading
+from typing import Any
 
 from cli.options import add_edge_metrics_options, add_edge_options, add_loglevel, env, flag
+from cli.running import log_to_stderr, run_until_signal
 from edge.applier import ApplierConfig
 from edge.applier import run as run_applier
 from edge.kube import KubeconfigError, api_client
 from ops.errors import describe
-from ops.observability import metrics_from_args
 from streams.settings import add_kafka_options, kafka_settings
 from streams.signing import add_decision_trust_options, decision_verifier
 
@@ -74,8 +72,7 @@ def run(args: argparse.Namespace) -> int:
     if max_age < 0:
         print("tandem apply: --max-decision-age: expected a duration >= 0 (0: no limit)", file=sys.stderr)
         return 2
-    logging.basicConfig(level=args.loglevel.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("aiokafka").setLevel(max(logging.WARNING, logging.getLogger().level))
+    log_to_stderr(args.loglevel)
     try:
         settings = kafka_settings(args)
         verifier = decision_verifier(args)  # the worker keys whose decisions it applies (None: any)
@@ -87,17 +84,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"tandem apply: {describe(exc)}", file=sys.stderr)
         return 2
     config = ApplierConfig(args.cluster, args.dry_run, max_attempts=args.max_attempts, max_decision_age=max_age or None)
-    try:
-        metrics, server = metrics_from_args(args)  # /metrics, /healthz, /readyz on --metrics-port
-    except OSError as exc:
-        print(f"tandem apply: metrics port {args.metrics_port}: {exc}", file=sys.stderr)
-        return 2
-    stop = threading.Event()
 
-    async def go() -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+    async def main(stop: threading.Event, metrics: Any) -> None:
         await run_applier(
             settings,
             config,
@@ -109,12 +97,4 @@ def run(args: argparse.Namespace) -> int:
             verifier=verifier,
         )
 
-    try:
-        asyncio.run(go())
-    except Exception as exc:
-        print(f"tandem apply: {describe(exc)}", file=sys.stderr)
-        return 1
-    finally:
-        if server is not None:
-            server.close()
-    return 0
+    return run_until_signal(NAME, args, main)

@@ -7,18 +7,16 @@ collector failed; otherwise it runs until SIGTERM/SIGINT.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
-import signal
 import sys
 import threading
+from typing import Any
 
 from cli.options import add_edge_metrics_options, add_edge_options, add_loglevel, env, env_list
+from cli.running import log_to_stderr, run_until_signal
 from edge.collector import CollectorConfig
 from edge.collector import run as run_collector
 from edge.kube import KubeconfigError, api_client
 from ops.errors import describe
-from ops.observability import metrics_from_args
 from streams.settings import add_input_signing_options, add_kafka_options, kafka_settings
 
 NAME = "collect"
@@ -55,8 +53,7 @@ def run(args: argparse.Namespace) -> int:
     if args.interval <= 0 or args.watch_timeout < 1:
         print("tandem collect: --interval and --watch-timeout must be positive", file=sys.stderr)
         return 2
-    logging.basicConfig(level=args.loglevel.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("aiokafka").setLevel(max(logging.WARNING, logging.getLogger().level))
+    log_to_stderr(args.loglevel)
     try:
         settings = None if args.out else kafka_settings(args)
         if settings is not None and settings.input_signing is not None and args.cluster not in settings.input_signing:
@@ -69,25 +66,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"tandem collect: {describe(exc)}", file=sys.stderr)
         return 2
     config = CollectorConfig(args.cluster, tuple(dict.fromkeys(args.namespace)), args.interval, args.watch_timeout)
-    try:
-        metrics, server = metrics_from_args(args)  # /metrics, /healthz, /readyz on --metrics-port
-    except OSError as exc:
-        print(f"tandem collect: metrics port {args.metrics_port}: {exc}", file=sys.stderr)
-        return 2
-    stop = threading.Event()
 
-    async def go() -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+    async def main(stop: threading.Event, metrics: Any) -> None:
         await run_collector(config, api, settings=settings, out=args.out, stop=stop, metrics=metrics)
 
-    try:
-        asyncio.run(go())
-    except Exception as exc:
-        print(f"tandem collect: {describe(exc)}", file=sys.stderr)
-        return 1
-    finally:
-        if server is not None:
-            server.close()
-    return 0
+    return run_until_signal(NAME, args, main)
