@@ -14,9 +14,9 @@ from scaling.engine import policy_event
 from scaling.errors import InvalidEvent
 from scaling.vocabulary import EVENT_TYPES
 from streams.inputs import UsageError, load_command_inputs
-from streams.publish import WATERMARK_EVERY, messages, publish, warn_retention
+from streams.publish import WATERMARK_EVERY, Messages, messages, publish, warn_retention
 from streams.runner import ReplayStats, StrictError, read_sorted
-from streams.settings import add_input_signing_options, add_kafka_options, env, kafka_settings
+from streams.settings import KafkaSettings, add_input_signing_options, add_kafka_options, env, kafka_settings
 from streams.topics import TopicMismatch, ensure_topics, list_topics
 
 NAME = "publish"
@@ -85,32 +85,37 @@ def run(args: argparse.Namespace) -> int:
             print(f"tandem publish: no input signing key for cluster(s) {', '.join(unsigned)}", file=sys.stderr)
             return 2
 
-    async def go() -> None:
-        from aiokafka.errors import ClusterAuthorizationFailedError, TopicAuthorizationFailedError
-
-        try:
-            await ensure_topics(settings)
-            warn_retention(await list_topics(settings), plan.oldest)
-        except (TopicAuthorizationFailedError, ClusterAuthorizationFailedError) as exc:
-            # A publisher whose ACLs allow writing the inputs only: the topics must exist already.
-            print(f"tandem publish: cannot check or create topics ({type(exc).__name__}); writing", file=sys.stderr)
-        nonlocal sent
-        every = args.watermark_every
-        sent = await publish(settings, plan, period=core.sync_period if every > 0 else None, every=max(every, 1))
-
-    sent = 0
     if args.watermark_every < 0:
         print("tandem publish: --watermark-every: expected a count >= 0", file=sys.stderr)
         return 2
+    every = args.watermark_every
     try:
-        asyncio.run(go())
+        sent = asyncio.run(_publish(settings, plan, core.sync_period if every > 0 else None, max(every, 1)))
     except TopicMismatch as exc:
         print(f"tandem publish: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:
         print(f"tandem publish: {settings.bootstrap}: {describe(exc)}", file=sys.stderr)
         return 1
-    elapsed = time.monotonic() - started
+    _summary(settings, plan, stats, sent, time.monotonic() - started)
+    return 0
+
+
+async def _publish(settings: KafkaSettings, plan: Messages, period: float | None, every: int) -> int:
+    """The topics checked (created when missing), then the plan sent: how many records were."""
+    from aiokafka.errors import ClusterAuthorizationFailedError, TopicAuthorizationFailedError
+
+    try:
+        await ensure_topics(settings)
+        warn_retention(await list_topics(settings), plan.oldest)
+    except (TopicAuthorizationFailedError, ClusterAuthorizationFailedError) as exc:
+        # A publisher whose ACLs allow writing the inputs only: the topics must exist already.
+        print(f"tandem publish: cannot check or create topics ({type(exc).__name__}); writing", file=sys.stderr)
+    return await publish(settings, plan, period=period, every=every)
+
+
+def _summary(settings: KafkaSettings, plan: Messages, stats: ReplayStats, sent: int, elapsed: float) -> None:
+    """What was sent, how fast, from how many lines; and where the worker reports what it refuses."""
     counts = plan.counts
     by_type = ", ".join(f"{counts[t]} {t}" for t in EVENT_TYPES if counts[t])
     rate = sent / elapsed if elapsed > 0 else 0.0
@@ -128,4 +133,3 @@ def run(args: argparse.Namespace) -> int:
         f"{settings.prefix}deadletter and counts it in tandem_events_dropped_total{{topic,reason}}.",
         file=sys.stderr,
     )
-    return 0

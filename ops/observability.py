@@ -128,7 +128,11 @@ class Metrics:
         self._last_event_ts: float | None = None
         self._newest_ts: float | None = None
         self._workloads: set[str] = set()
-        r = self.registry
+        self._register_inputs(self.registry)
+        self._register_outputs(self.registry)
+
+    def _register_inputs(self, r: CollectorRegistry) -> None:
+        """What comes in: the input events, taken, late, rejected or dropped."""
         self.events = Counter("tandem_events_total", "Input events accepted, by event type.", ["type"], registry=r)
         self.late = Counter(
             "tandem_events_late_total",
@@ -151,6 +155,9 @@ class Metrics:
             ["topic", "reason"],
             registry=r,
         )
+
+    def _register_outputs(self, r: CollectorRegistry) -> None:
+        """What goes out and how the process keeps up: decisions, applier results, API calls, lag."""
         self.decisions = Counter(
             "tandem_decisions_total",
             "Decision CloudEvents emitted, by policy kind and action (what the decision changes).",
