@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from cli.importer import parse_duration, parse_time
-from streams.prometheus import DEFAULT_QUERIES, QuerySet, _parts, load_queries
+from streams.prometheus import DEFAULT_QUERIES, QuerySet, load_queries
+from streams.prometheus_api import range_parts
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
@@ -34,15 +35,15 @@ def test_durations() -> None:
 def test_a_range_is_split_into_parts_of_at_most_the_point_limit_without_overlap() -> None:
     # a month at 60 s: 40,321 points, in parts of 11,000
     month = 28 * 86400 * 1000
-    parts = _parts(0, month, 60_000, 11_000)
+    parts = range_parts(0, month, 60_000, 11_000)
     assert parts == [
         (0, 659_940_000),
         (660_000_000, 1_319_940_000),
         (1_320_000_000, 1_979_940_000),
         (1_980_000_000, month),
     ]
-    assert _parts(0, 120_000, 60_000, 11_000) == [(0, 120_000)]
-    assert _parts(0, 360_000, 60_000, 3) == [(0, 120_000), (180_000, 300_000), (360_000, 360_000)]
+    assert range_parts(0, 120_000, 60_000, 11_000) == [(0, 120_000)]
+    assert range_parts(0, 360_000, 60_000, 3) == [(0, 120_000), (180_000, 300_000), (360_000, 360_000)]
 
 
 def test_the_queries_file_overrides_by_name_and_refuses_an_unknown_one() -> None:
