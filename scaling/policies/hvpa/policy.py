@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
@@ -14,31 +13,22 @@ from ...quantity import bytes_of, format_quantity
 from ...recommend.vpa import ContainerPolicy as VpaContainerPolicy
 from ..bounds import Bounds, ContainerBounds
 from ..templates import HpaTemplate, VpaTemplate
+from .modes import Axis, apply_mode
 from .rules import (
     min_change_threshold,
     round_kb,
     scale_off,
     scaled_limit,
+    scaling_limited,
     vpa_usable,
     vpa_weight,
+    weight_texts,
+    weighted_delta,
     within_duration,
 )
-from .spec import RESOURCES, ContainerPolicy, HvpaSpec, parse_hvpa
+from .spec import RESOURCES, Change, ContainerPolicy, HvpaSpec, ScaleType, parse_hvpa
 
 __all__ = ["HvpaPolicy", "hvpa_bounds", "parse_hvpa_policy"]
-
-
-class _Axis:
-    """One axis's wish in a tick, before the seed modes pick between HPA and VPA (a plain class:
-    two per tick, and a dataclass's default factories are calls)."""
-
-    __slots__ = ("limits", "replicas", "requests", "wanted_replicas")
-
-    def __init__(self) -> None:
-        self.replicas: int | None = None
-        self.wanted_replicas: int | None = None
-        self.requests: dict[str, dict[str, int]] = {}
-        self.limits: dict[str, dict[str, int]] = {}
 
 
 #: :meth:`HvpaPolicy.decide` stops trying its memo after this many misses in a row (the example's
@@ -62,7 +52,7 @@ class _Memo:
 def _same_targets(a: Mapping[str, VpaRecommendation], b: Mapping[str, VpaRecommendation]) -> bool:
     """Two VPA recommendations' per-container targets are equal (the bounds, which HVPA does not
     read, may differ).  Quantities by identity, then by their two values: a ``Qty`` of the same
-    text is usually the same object (``events._qty_of_text``), and a dataclass ``__eq__`` is a
+    text is usually the same object (``Qty.of`` remembers them), and a dataclass ``__eq__`` is a
     Python call (about 0.3 µs) where the values compare in place."""
     if a is b:
         return True
@@ -84,11 +74,6 @@ def _same_targets(a: Mapping[str, VpaRecommendation], b: Mapping[str, VpaRecomme
             if p is None or (q is not p and (q.milli != p.milli or q.text != p.text)):
                 return False
     return True
-
-
-def _scaling_limited(conditions: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether the HPA says ScalingLimited (HVPA 2.2): all that HVPA reads of its conditions."""
-    return any(c.get("type") == "ScalingLimited" and c.get("status", "True") == "True" for c in conditions)
 
 
 class HvpaPolicy:
@@ -168,7 +153,7 @@ class HvpaPolicy:
         rest of a tick's weight handling."""
         s = self.spec
         weight = vpa_weight(s.intervals, current, desired, s.min_replicas, s.max_replicas)
-        texts = _weight_texts(weight.numerator, weight.denominator, s.form)
+        texts = weight_texts(weight.numerator, weight.denominator, s.form)
         if len(self._weights) >= 4096:
             self._weights.clear()  # bounded: replica counts are few, but not by contract
         found = self._weights[(current, desired)] = (weight.numerator, weight.denominator, *texts)
@@ -196,50 +181,7 @@ class HvpaPolicy:
         last_scale: float | None = memory.get("last_scale_time")
         memo = self._last
         if memo is not None:
-            # Whether _decide would read the same as at the memo's tick; kept in step with it: a
-            # value it starts to read must be compared here.  What moves most often first, the
-            # time answers last (only for a tick whose events all repeat); events by identity
-            # before their values (between two events a view holds the same objects).
-            s = self.spec
-            before = memo.view
-            vpa, was = view.vpa, before.vpa
-            hpa, had = view.hpa, before.hpa
-            if (
-                # The VPA's targets (not its bounds, which HVPA does not read) and conditions.
-                (
-                    vpa is was
-                    or not s.vpa_deploy
-                    or (
-                        vpa is not None
-                        and was is not None
-                        and _same_targets(vpa.containers, was.containers)
-                        and vpa.conditions == was.conditions
-                    )
-                )
-                # The HPA's desired and max replicas and conditions.
-                and (
-                    hpa is had
-                    or not s.hpa_deploy
-                    or (
-                        hpa is not None
-                        and had is not None
-                        and hpa.desired_replicas == had.desired_replicas
-                        and hpa.max_replicas == had.max_replicas
-                        # Of the conditions, _decide reads whether the HPA is ScalingLimited: the
-                        # others (AbleToScale's reason, ScalingActive's message) change on ticks
-                        # that decide nothing new.
-                        and (
-                            hpa.conditions == had.conditions
-                            or _scaling_limited(hpa.conditions) == _scaling_limited(had.conditions)
-                        )
-                    )
-                )
-                # The spec as a whole (replicas, containers' requests and limits; its ``ts`` too,
-                # so a new workload event is a new input even when its values repeat).
-                and (view.spec is before.spec or view.spec == before.spec)
-                # lastScaleTime is read only through these answers (a scaling is never memoized).
-                and self._answers(view, last_scale) == memo.answers
-            ):
+            if self._repeats(view, memo, last_scale):
                 memo.view = view  # the newest, so that the next tick's events match it by identity
                 if self._misses:
                     self._misses = 0
@@ -256,6 +198,54 @@ class HvpaPolicy:
         # The view is kept as it is: the next tick compares with it, stopping at the first difference.
         self._last = _Memo(view, self._answers(view, last_scale), out) if out.proposes_nothing else None
         return out
+
+    def _repeats(self, view: View, memo: _Memo, last_scale: float | None) -> bool:
+        """Whether :meth:`_decide` would read the same as at the memo's tick (see :meth:`decide`).
+
+        Kept in step with :meth:`_decide`: a value it starts to read must be compared here.  What
+        moves most often first, the time answers last (only for a tick whose events all repeat);
+        events by identity before their values (between two events a view holds the same objects).
+        """
+        s = self.spec
+        before = memo.view
+        vpa, was = view.vpa, before.vpa
+        hpa, had = view.hpa, before.hpa
+        return (
+            # The VPA's targets (not its bounds, which HVPA does not read) and conditions.
+            (
+                vpa is was
+                or not s.vpa_deploy
+                or (
+                    vpa is not None
+                    and was is not None
+                    and _same_targets(vpa.containers, was.containers)
+                    and vpa.conditions == was.conditions
+                )
+            )
+            # The HPA's desired and max replicas and conditions.
+            and (
+                hpa is had
+                or not s.hpa_deploy
+                or (
+                    hpa is not None
+                    and had is not None
+                    and hpa.desired_replicas == had.desired_replicas
+                    and hpa.max_replicas == had.max_replicas
+                    # Of the conditions, _decide reads whether the HPA is ScalingLimited: the
+                    # others (AbleToScale's reason, ScalingActive's message) change on ticks
+                    # that decide nothing new.
+                    and (
+                        hpa.conditions == had.conditions
+                        or scaling_limited(hpa.conditions) == scaling_limited(had.conditions)
+                    )
+                )
+            )
+            # The spec as a whole (replicas, containers' requests and limits; its ``ts`` too,
+            # so a new workload event is a new input even when its values repeat).
+            and (view.spec is before.spec or view.spec == before.spec)
+            # lastScaleTime is read only through these answers (a scaling is never memoized).
+            and self._answers(view, last_scale) == memo.answers
+        )
 
     def _answers(self, view: View, last_scale: float | None) -> tuple[Any, ...]:
         """What :meth:`_decide` asks of the tick's time and OOM kills: the maintenance window at
@@ -305,9 +295,7 @@ class HvpaPolicy:
         hpa_up_off = scale_off(s.hpa_up, s.window, now)
         # HVPA 2.2: vertical scale-UP only once the HPA cannot scale out any more.
         limited = (
-            not s.hpa_deploy
-            or hpa_up_off
-            or (hpa is not None and desired >= max_r and _scaling_limited(hpa.conditions))
+            not s.hpa_deploy or hpa_up_off or (hpa is not None and desired >= max_r and scaling_limited(hpa.conditions))
         )
         if s.form == "seed":
             # Seed: "once replica count reaches maxReplicas ... vertical scaling is done
@@ -322,7 +310,7 @@ class HvpaPolicy:
         if s.form == "seed" and s.mode != "WeightBased":
             w_num = w_den = 1  # seed modes other than weight-based apply the recommendation they pick whole
         vertical = self._vertical(view, out, vpa, current, w_num, w_den, limited, last_scale, override)
-        self._apply_mode(view, out, current, desired, horizontal, vertical, vpa)
+        apply_mode(s, view, out, current, desired, horizontal, vertical, vpa)
 
         # HVPA 2.8: isScalingOff inspects HPA scale-up and VPA scale-up only (released quirk).
         if s.form == "released" and hpa_up_off and scale_off(s.vpa_up, s.window, now):
@@ -352,9 +340,9 @@ class HvpaPolicy:
         w_den: int,
         last_scale: float | None,
         override: bool,
-    ) -> _Axis:
+    ) -> Axis:
         s = self.spec
-        axis = _Axis()
+        axis = Axis()
         if not s.controls_replicas or not has_hpa or desired == 0 or desired == current:
             return axis
         # current + (desired - current) x (1 - weight), ceil up / floor down, in integers: with
@@ -364,7 +352,7 @@ class HvpaPolicy:
         change = (desired - current) * hpa_share
         new = current + (-(-change // q) if desired > current else change // q)
         if s.form == "seed" and s.mode != "WeightBased":
-            new = desired  # modes apply HPA's recommendation whole; _apply_mode decides whether
+            new = desired  # modes apply HPA's recommendation whole; apply_mode decides whether
         if new == current:
             return axis
         axis.wanted_replicas = new
@@ -397,216 +385,164 @@ class HvpaPolicy:
         limited: bool,
         last_scale: float | None,
         override: bool,
-    ) -> _Axis:
+    ) -> Axis:
         s = self.spec
-        axis = _Axis()
+        axis = Axis()
         if vpa is None:
             return axis
         conditions = vpa.conditions
         usable = self._usable
         if usable is None or (conditions is not usable[0] and conditions != usable[0]):
-            usable = self._usable = (conditions, vpa_usable(conditions))
+            usable = self._usable = (conditions, vpa_usable(conditions))  # remembered: they repeat
         if not usable[1]:
             out.reasons.append(
                 "hvpa: VPA recommendation ignored (conditions: not provided, unsupported or low confidence)"
             )
             return axis
-        now = view.tick
         if override:
             limited = True
             if w_num == 0:
                 w_num, w_den = 1, 100  # HVPA PR #56-#62: weight 0 becomes 1 under the override
         seed_up_full = s.form == "seed" and current >= s.max_replicas
-        weight_based = s.mode == "WeightBased"
         for cname in sorted(vpa.containers):
-            if cname not in view.spec.containers:
-                continue  # containers in the recommendation but not in the pod are ignored
-            rec = vpa.containers[cname]
-            res_spec = view.spec.containers[cname]
-            policies = self._container_policies
-            if cname in policies:
-                cpol = policies[cname]
-            else:
-                cpol = policies[cname] = s.container_policy(cname)
-            if cpol is not None and cpol.mode == "Off":
-                continue
-            requests_only = cpol is not None and cpol.controlled_values == "RequestsOnly"
-            targets = rec.target
-            for res in RESOURCES:
-                q = targets.get(res)
-                if q is None:
-                    continue
-                if cpol is not None and cpol.controlled_resources is not None and res not in cpol.controlled_resources:
-                    continue
-                target = q.milli
-                if cpol is not None:
-                    # tandem invariant 3: never leave minAllowed/maxAllowed (upstream trusts VPA's capping).
-                    if res in cpol.max_allowed:
-                        target = min(target, cpol.max_allowed[res])
-                    if res in cpol.min_allowed:
-                        target = max(target, cpol.min_allowed[res])
-                req_q = res_spec.requests.get(res)
-                lim_q = res_spec.limits.get(res)
-                req = req_q.milli if req_q else 0
-                lim = lim_q.milli if lim_q else 0
-                if target == req:
-                    continue
-                num, den = (1, 1) if seed_up_full and target > req else (w_num, w_den)  # w = 1
-                delta = _weighted_delta(res, target, req, num, den)
-                tgt = f"{cname}/{res}"
-                wanted = _formatted(res, q.milli)
-                if num == 0 and weight_based:
-                    out.block(tgt, "Weight", wanted)
-                    continue
-                if delta == 0:
-                    continue
-                up = delta > 0
-                st = s.vpa_up if up else s.vpa_down
-                # The checks first: most ticks block here, and what they read is the weighted
-                # delta alone; the new request and limit are computed only for a change that passes.
-                if up:
-                    if not limited or st.mode == "Off":
-                        out.block(tgt, "UpdatePolicy", wanted)
-                        continue
-                    if not override and within_duration(last_scale, st.stabilization, now):
-                        out.block(tgt, "StabilizationWindow", wanted)
-                        continue
-                    if st.mode == "MaintenanceWindow" and (s.window is None or not s.window.contains(now)):
-                        out.block(tgt, "MaintenanceWindow", wanted)
-                        continue
-                    # the weighted delta, before kB rounding and capping (2.5)
-                    if not override and abs(delta) < min_change_threshold(st.min_change.get(res), req, res):
-                        out.block(tgt, "MinChange", wanted)
-                        continue
-                else:
-                    if st.mode == "Off":
-                        out.block(tgt, "UpdatePolicy", wanted)
-                        continue
-                    if within_duration(last_scale, st.stabilization, now):  # the override does not bypass this
-                        out.block(tgt, "StabilizationWindow", wanted)
-                        continue
-                    if st.mode == "MaintenanceWindow" and (s.window is None or not s.window.contains(now)):
-                        out.block(tgt, "MaintenanceWindow", wanted)
-                        continue
-                    if abs(delta) < min_change_threshold(st.min_change.get(res), req, res):
-                        out.block(tgt, "MinChange", wanted)
-                        continue
-                new_req = req + delta
-                if res == "memory":
-                    new_req = round_kb(new_req)
-                new_lim = None
-                if not requests_only:
-                    gap = s.limits_gap.get(res)
-                    new_lim = scaled_limit(res, req, lim, new_req, gap)
-                # HVPA: requests capped at the new limits, else at the existing ones (PR #98).
-                cap = new_lim if new_lim is not None else (lim if lim > 0 else None)
-                if cap is not None and new_req > cap:
-                    new_req = cap
-                if cpol is not None:
-                    new_req = min(max(new_req, cpol.min_allowed.get(res, 0)), cpol.max_allowed.get(res, new_req))
-                if new_req != req:
-                    axis.requests.setdefault(cname, {})[res] = new_req
-                    if new_lim is not None and new_lim != lim:
-                        axis.limits.setdefault(cname, {})[res] = new_lim
+            if cname in view.spec.containers:  # containers in the recommendation but not in the pod are ignored
+                self._vertical_container(
+                    view,
+                    out,
+                    axis,
+                    cname,
+                    vpa.containers[cname],
+                    w_num,
+                    w_den,
+                    seed_up_full,
+                    limited,
+                    last_scale,
+                    override,
+                )
         return axis
 
-    def _apply_mode(
-        self, view: View, out: Outcome, current: int, desired: int, horizontal: _Axis, vertical: _Axis, vpa: Any
+    # HVPA 2.5 getWeightedRequests, the body of its loop: one container's recommendation
+    def _vertical_container(
+        self,
+        view: View,
+        out: Outcome,
+        axis: Axis,
+        cname: str,
+        rec: VpaRecommendation,
+        w_num: int,
+        w_den: int,
+        seed_up_full: bool,
+        limited: bool,
+        last_scale: float | None,
+        override: bool,
     ) -> None:
-        """Seed modes choose between the two axes; weight-based keeps both (the released rule)."""
         s = self.spec
-        use_h, use_v = True, True
-        has_h = horizontal.wanted_replicas is not None
-        has_v = bool(vertical.requests)
-        if s.mode == "HpaPreferred":
-            # vertical up only at maxReplicas, vertical down only at minReplicas
-            for cname in list(vertical.requests):
-                for res in list(vertical.requests[cname]):
-                    req = view.spec.containers[cname].requests.get(res)
-                    up = vertical.requests[cname][res] > (req.milli if req else 0)
-                    if (up and current < s.max_replicas) or (not up and current > s.min_replicas):
-                        out.block(f"{cname}/{res}", "Weight", format_quantity(res, vertical.requests[cname][res]))
-                        del vertical.requests[cname][res]
-                        vertical.limits.get(cname, {}).pop(res, None)
-                if not vertical.requests[cname]:
-                    del vertical.requests[cname]
-                    vertical.limits.pop(cname, None)
-            out.reasons.append("hvpa: mode HpaPreferred scales vertically only at the replica bounds")
-        elif s.mode == "HpaBiased":
-            use_v = not has_h
-            out.reasons.append("hvpa: mode HpaBiased applies VPA only when HPA has no recommendation")
-        elif s.mode == "VpaBiased":
-            use_h = not has_v
-            out.reasons.append("hvpa: mode VpaBiased applies HPA only when VPA has no recommendation")
-        elif s.mode == "Mixed" and has_h and has_v and s.mixed is not None:
-            h_ok = abs(desired - current) > s.mixed.replicas
-            v_ok = self._mixed_vertical_ok(view, vertical, vpa)
-            if h_ok and v_ok:
-                use_h, use_v = s.mixed.prefer == "hpa", s.mixed.prefer == "vpa"
-            else:
-                use_h, use_v = h_ok, v_ok
-            out.reasons.append(f"hvpa: mode Mixed (HPA over threshold: {h_ok}, VPA over threshold: {v_ok})")
-            if not h_ok and not v_ok:
-                out.block("replicas", "MinChange", horizontal.wanted_replicas)
-        if use_h:
-            if horizontal.replicas is not None:
-                out.replicas = horizontal.replicas
-        elif has_h:
-            out.block("replicas", "Weight", horizontal.wanted_replicas)
-        if use_v:
-            out.requests.update(vertical.requests)
-            out.limits.update(vertical.limits)
+        now = view.tick
+        res_spec = view.spec.containers[cname]
+        policies = self._container_policies
+        if cname in policies:
+            cpol = policies[cname]
         else:
-            for cname, res_map in vertical.requests.items():
-                for res, v in res_map.items():
-                    out.block(f"{cname}/{res}", "Weight", format_quantity(res, v))
+            cpol = policies[cname] = s.container_policy(cname)
+        if cpol is not None and cpol.mode == "Off":
+            return
+        requests_only = cpol is not None and cpol.controlled_values == "RequestsOnly"
+        weight_based = s.mode == "WeightBased"
+        targets = rec.target
+        for res in RESOURCES:
+            q = targets.get(res)
+            if q is None:
+                continue
+            if cpol is not None and cpol.controlled_resources is not None and res not in cpol.controlled_resources:
+                continue
+            target = q.milli
+            if cpol is not None:
+                # tandem invariant 3: never leave minAllowed/maxAllowed (upstream trusts VPA's capping).
+                if res in cpol.max_allowed:
+                    target = min(target, cpol.max_allowed[res])
+                if res in cpol.min_allowed:
+                    target = max(target, cpol.min_allowed[res])
+            req_q = res_spec.requests.get(res)
+            lim_q = res_spec.limits.get(res)
+            req = req_q.milli if req_q else 0
+            lim = lim_q.milli if lim_q else 0
+            if target == req:
+                continue
+            num, den = (1, 1) if seed_up_full and target > req else (w_num, w_den)  # w = 1
+            delta = weighted_delta(res, target, req, num, den)
+            tgt = f"{cname}/{res}"
+            wanted = _formatted(res, q.milli)
+            if num == 0 and weight_based:
+                out.block(tgt, "Weight", wanted)
+                continue
+            if delta == 0:
+                continue
+            # The checks first: most ticks block here, and what they read is the weighted
+            # delta alone; the new request and limit are computed only for a change that passes.
+            up = delta > 0
+            blocked = self._blocked_by(
+                s.vpa_up if up else s.vpa_down, up, res, delta, req, limited, override, last_scale, now
+            )
+            if blocked is not None:
+                out.block(tgt, blocked, wanted)
+                continue
+            gap = None if requests_only else s.limits_gap.get(res)
+            new_req, new_lim = _weighted_request(res, req, lim, delta, requests_only, gap, cpol)
+            if new_req != req:
+                axis.requests.setdefault(cname, {})[res] = new_req
+                if new_lim is not None and new_lim != lim:
+                    axis.limits.setdefault(cname, {})[res] = new_lim
 
-    def _mixed_vertical_ok(self, view: View, vertical: _Axis, vpa: Any) -> bool:
-        assert self.spec.mixed is not None
-        for cname, res_map in vertical.requests.items():
-            for res, new in res_map.items():
-                c = view.spec.containers[cname]
-                req = c.requests.get(res)
-                lim = c.limits.get(res)
-                cur = req.milli if req else 0
-                target = vpa.containers[cname].target[res].milli
-                y = min_change_threshold(self.spec.mixed.resources.get(res), cur, res)
-                # Seed: "difference greater than y, or the recommended value is more than the limit"
-                if abs(new - cur) > y or (lim is not None and target > lim.milli):
-                    return True
-        return False
-
-
-def _weighted_delta(res: str, target: int, req: int, num: int, den: int) -> int:
-    """trunc((target - current) × w), w = num/den: Go integer division toward zero (reference
-    hvpa.md 2.5), in integers as :func:`.rules._trunc_times` computes it.
-
-    CPU works in millicores, memory in whole bytes (``Value()``), so memory is truncated at
-    the byte before it comes back as milli-bytes.
-    """
-    if res == "memory":
-        n = (bytes_of(target) - bytes_of(req)) * num
-        return (n // den if n >= 0 else -(-n // den)) * 1000
-    n = (target - req) * num
-    return n // den if n >= 0 else -(-n // den)
+    # HVPA 2.5 getWeightedRequests: why a container's weighted change is held back, in upstream's
+    # order (Weight, checked by the caller, > UpdatePolicy > StabilizationWindow > MaintenanceWindow
+    # > MinChange)
+    def _blocked_by(
+        self,
+        st: ScaleType,
+        up: bool,
+        res: str,
+        delta: int,
+        req: int,
+        limited: bool,
+        override: bool,
+        last_scale: float | None,
+        now: float,
+    ) -> str | None:
+        if st.mode == "Off" or (up and not limited):
+            return "UpdatePolicy"
+        # the override skips the stabilization of a scale-up only
+        if (not up or not override) and within_duration(last_scale, st.stabilization, now):
+            return "StabilizationWindow"
+        window = self.spec.window
+        if st.mode == "MaintenanceWindow" and (window is None or not window.contains(now)):
+            return "MaintenanceWindow"
+        # the weighted delta, before kB rounding and capping (2.5); the override skips a scale-up's
+        if (not up or not override) and abs(delta) < min_change_threshold(st.min_change.get(res), req, res):
+            return "MinChange"
+        return None
 
 
 #: ``format_quantity``, remembered: the values a workload's VPA recommends repeat (a few thousand at most).
 _formatted = lru_cache(maxsize=4096)(format_quantity)
 
 
-@lru_cache(maxsize=256)
-def _weight_texts(numerator: int, denominator: int, form: str) -> tuple[str, str]:
-    """The vpaWeight and hpaWeight as the reasons write them (a policy has a few weights);
-    remembered by the weight's integers (a ``Fraction`` hashes slowly)."""
-    weight = Fraction(numerator, denominator)
-    return _fmt_weight(weight, form), _fmt_weight(1 - weight, form)
-
-
-def _fmt_weight(w: Fraction, form: str) -> str:
-    if form == "released":
-        return str(int(w * 100)) if (w * 100).denominator == 1 else str(float(w * 100))
-    return str(float(w))
+def _weighted_request(
+    res: str, req: int, lim: int, delta: int, requests_only: bool, gap: Change | None, cpol: ContainerPolicy | None
+) -> tuple[int, int | None]:
+    """HVPA 2.5 getWeightedRequests' new request (memory rounded up to kB) and getScaledLimits'
+    new limit (none for RequestsOnly), the request capped as capRequestsToLimits does, then kept
+    within the container policy's minAllowed/maxAllowed (tandem invariant 3)."""
+    new_req = req + delta
+    if res == "memory":
+        new_req = round_kb(new_req)
+    new_lim = None if requests_only else scaled_limit(res, req, lim, new_req, gap)
+    # HVPA: requests capped at the new limits, else at the existing ones (PR #98).
+    cap = new_lim if new_lim is not None else (lim if lim > 0 else None)
+    if cap is not None and new_req > cap:
+        new_req = cap
+    if cpol is not None:
+        new_req = min(max(new_req, cpol.min_allowed.get(res, 0)), cpol.max_allowed.get(res, new_req))
+    return new_req, new_lim
 
 
 def hvpa_bounds(

@@ -5,12 +5,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from ...quantity import bytes_of
 from .spec import Change, Interval, ScaleType, Window
 
-__all__ = ["min_change_threshold", "scaled_limit", "vpa_usable", "vpa_weight"]
+__all__ = [
+    "min_change_threshold",
+    "scaled_limit",
+    "scaling_limited",
+    "vpa_usable",
+    "vpa_weight",
+    "weight_texts",
+    "weighted_delta",
+]
 
 # HVPA: getThreshold defaults when neither value nor percentage is set (reference hvpa.md 2.6).
 DEFAULT_MIN_CHANGE = {"cpu": 200, "memory": 200_000_000 * 1000}
@@ -110,3 +119,36 @@ def scale_off(st: ScaleType, window: Window | None, now: float) -> bool:
 def within_duration(last: float | None, duration: float, now: float) -> bool:
     # HVPA: blocked iff now - lastScaleTime < duration; unset means "infinitely long ago" (2.9).
     return last is not None and now - last < duration
+
+
+def scaling_limited(conditions: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the HPA says ScalingLimited (HVPA 2.2): all that HVPA reads of its conditions."""
+    return any(c.get("type") == "ScalingLimited" and c.get("status", "True") == "True" for c in conditions)
+
+
+def weighted_delta(res: str, target: int, req: int, num: int, den: int) -> int:
+    """trunc((target - current) × w), w = num/den: Go integer division toward zero (reference
+    hvpa.md 2.5), in integers as :func:`_trunc_times` computes it.
+
+    CPU works in millicores, memory in whole bytes (``Value()``), so memory is truncated at
+    the byte before it comes back as milli-bytes.
+    """
+    if res == "memory":
+        n = (bytes_of(target) - bytes_of(req)) * num
+        return (n // den if n >= 0 else -(-n // den)) * 1000
+    n = (target - req) * num
+    return n // den if n >= 0 else -(-n // den)
+
+
+@lru_cache(maxsize=256)
+def weight_texts(numerator: int, denominator: int, form: str) -> tuple[str, str]:
+    """The vpaWeight and hpaWeight as the reasons write them (a policy has a few weights);
+    remembered by the weight's integers (a ``Fraction`` hashes slowly)."""
+    weight = Fraction(numerator, denominator)
+    return _fmt_weight(weight, form), _fmt_weight(1 - weight, form)
+
+
+def _fmt_weight(w: Fraction, form: str) -> str:
+    if form == "released":
+        return str(int(w * 100)) if (w * 100).denominator == 1 else str(float(w * 100))
+    return str(float(w))
