@@ -136,6 +136,8 @@ class TortoisePolicy:
     # -- reconcile (reference 2.0) -------------------------------------------------------------
 
     def decide(self, view: View, memory: dict[str, Any]) -> Outcome:
+        """One reconcile: its interval, the replica history, the tick's working values; a new
+        Tortoise is initialized, any other takes the steps of :meth:`_reconcile`."""
         st = self.settings(view.settings)
         spec = self.spec
         now = view.tick
@@ -179,9 +181,17 @@ class TortoisePolicy:
         if phase == "":
             initialize(t, spec, has_h)
             return self._finish(t)
+        return self._reconcile(t, has_h, fed, unfed)
 
+    def _reconcile(self, t: Tick, has_h: bool, fed: bool, unfed: Any) -> Outcome:
+        """Tortoise's ``Reconcile`` (internal/controller/tortoise_controller.go) past initialization,
+        step by step (reference 2.0): phases, the HPA's metrics, the VPA, the recommendations, then
+        what is applied.  ``fed``: this tick's replicas went into the history (``unfed`` is the
+        history before them)."""
+        spec, view, memory, out, now = self.spec, t.view, t.memory, t.out, t.now
+        policies, rphases = t.policies, t.rphases
         sync_resource_phases(t)
-        broken = hpa_broken(view.hpa, memory, now, st)
+        broken = hpa_broken(view.hpa, memory, now, t.st)
         phase_step(t, spec.update_mode, has_h, broken)
         if fed and t.phase == "Emergency":
             self._unfeed(t, unfed)
@@ -220,30 +230,43 @@ class TortoisePolicy:
         vmax = update_vpa_max(view.vpa, policies, memory)
         out.inputs["vpa_max"] = {k: format_quantity(split_key(k)[1], v) for k, v in sorted(vmax.items())}
 
-        # Step 11: recommendations, frozen in Emergency and BackToNormal: Tortoise's
-        # ``UpdateRecommendations`` (pkg/recommender/recommender.go) returns at once in those phases,
-        # so the replicas raised by the Emergency break neither the min/max nor the target
-        # utilizations nor the vertical recommendation.  The sticky VPA maximum above
-        # (``UpdateContainerRecommendationFromVPA``) is still updated, as upstream.
+        # Step 11: the recommendations (frozen in Emergency and BackToNormal).
         frozen = t.phase in ("Emergency", "BackToNormal")
-        trec: dict[str, int] = dict(memory.get("trec") or {})
-        vrec: dict[str, dict[str, int]] = _stored_vrec(memory.get("vrec"))
-        if not frozen:
-            if view.spec.replicas == st.maximum_max_replicas:
-                out.reasons.append("tortoise: replicas at MaximumMaxReplicas: target utilization not recomputed")
-            else:
-                trec = target_recommendations(t, vmax, off=spec.update_mode == "Off")
-                memory["trec"] = trec
-            vrec = vertical_recommendations(t, spec, vmax)
-            if memory.get("vrec") != vrec:
-                memory["vrec"] = vrec
+        trec, vrec = self._recommendations(t, vmax, frozen)
 
         # Step 12: nothing is applied while gathering data.
         if t.phase == "GatheringData":
             block_gathering(t, has_h)
             return self._finish(t)
+        self._apply(t, has_h, trec, vrec, frozen)
+        return self._finish(t)
 
-        # Step 13: HPA, then requests.
+    def _recommendations(
+        self, t: Tick, vmax: Mapping[str, int], frozen: bool
+    ) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+        """Step 11: the target utilizations and the vertical recommendation, frozen in Emergency and
+        BackToNormal: Tortoise's ``UpdateRecommendations`` (pkg/recommender/recommender.go) returns
+        at once in those phases, so the replicas raised by the Emergency break neither the min/max
+        nor the target utilizations nor the vertical recommendation.  The sticky VPA maximum
+        (``UpdateContainerRecommendationFromVPA``, step 10) is still updated, as upstream."""
+        spec, memory = self.spec, t.memory
+        trec: dict[str, int] = dict(memory.get("trec") or {})
+        vrec: dict[str, dict[str, int]] = _stored_vrec(memory.get("vrec"))
+        if frozen:
+            return trec, vrec
+        if t.view.spec.replicas == t.st.maximum_max_replicas:
+            t.out.reasons.append("tortoise: replicas at MaximumMaxReplicas: target utilization not recomputed")
+        else:
+            trec = target_recommendations(t, vmax, off=spec.update_mode == "Off")
+            memory["trec"] = trec
+        vrec = vertical_recommendations(t, spec, vmax)
+        if memory.get("vrec") != vrec:
+            memory["vrec"] = vrec
+        return trec, vrec
+
+    def _apply(self, t: Tick, has_h: bool, trec: dict[str, int], vrec: dict[str, dict[str, int]], frozen: bool) -> None:
+        """Step 13: the HPA's min/max replicas and targets (reference 2.b, 2.c, 2.f), then the requests."""
+        spec, policies, rphases = self.spec, t.policies, t.rphases
         if has_h:
             exclude_external_metrics(t)
             working = [
@@ -259,7 +282,6 @@ class TortoisePolicy:
         # BackToNormal it writes the frozen vertical recommendation (controller testdata
         # reconcile-for-the-single-container-pod-emergency-started: memory 4Gi -> 3Gi).
         apply_requests(t, vrec)
-        return self._finish(t)
 
     # -- helpers: state ------------------------------------------------------------------------
 
