@@ -30,7 +30,17 @@ from .recommend import vpa as vpa_rec
 from .settings import Settings
 from .state import WorkloadState
 
-__all__ = ["HpaTemplate", "OwnVpa", "VpaTemplate", "observe", "own_hpa", "own_vpa"]
+__all__ = [
+    "LEARNED_POD",
+    "HpaTemplate",
+    "OwnVpa",
+    "VpaTemplate",
+    "first_live",
+    "learn",
+    "observe",
+    "own_hpa",
+    "own_vpa",
+]
 
 #: Pods whose latest sample is older than this at a tick count as having no metric (the HPA's
 #: "missing" pods); metrics-server keeps one window of samples, tandem allows two scrape periods.
@@ -95,6 +105,9 @@ def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> Non
     samples = event.samples
     if not samples:
         return
+    learned = state.learned
+    if learned and "live_from" not in learned:
+        learned["live_from"] = event.ts  # the first live sample after history was learned (learn)
     usage = state.recommender.setdefault("usage", {})
     feed = state.hpa_feed  # the own HPA's live inputs, kept in step when it runs (scaling.hpa_feed)
     if feed is not None:
@@ -170,8 +183,18 @@ def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> Non
             cs.add_cpu_samples(ts, cpus, cfg, cpu_pods)  # VPA: per pod (reference 2.3)
         cs.add_memory_samples(ts, mems, cfg)
         return
+    _feed_vpa(states, ts, samples, cfg)
+
+
+def _feed_vpa(
+    states: dict[str, vpa_rec.ContainerState], ts: float, samples: Sequence[ContainerSample], cfg: vpa_rec.VpaConfig
+) -> None:
+    """Add one scrape's container samples (taken at ``ts``) to the VPA histograms, container by
+    container: CPU de-duplicated per pod, memory peaks per pod, OOM kills recorded.  The general
+    path of :func:`observe`, and all of :func:`learn`: a past sample goes through the same code."""
+    first = samples[0].container
     by_container: Mapping[str, Sequence[ContainerSample]]
-    if one_container:
+    if all(s.container == first for s in samples):
         by_container = {first: samples}  # one container: no regrouping
     else:
         grouped: dict[str, list[ContainerSample]] = {}
@@ -195,6 +218,46 @@ def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> Non
                     cs.record_oom(ts, s.memory, cfg, pod=s.pod)  # VPA: RecordOOM (2.5)
                 else:
                     cs.add_memory_sample(ts, s.memory, cfg, pod=s.pod)
+
+
+#: The prefix of a pod's name in the VPA's per-pod state for its *past* samples, learned from a
+#: history envelope after live samples of the same pod: the live per-pod state (the last CPU
+#: sample time, the open memory window) is ahead of them, and upstream's de-duplication
+#: (``addCPUSample``: only after the last sample; ``addMemorySample``: never before it) would drop
+#: them all.  Kept apart, they are de-duplicated and windowed among themselves as they were when
+#: they were live.  Pod names are DNS subdomains: none holds a ``/``.
+LEARNED_POD = "history/"
+
+
+def first_live(state: WorkloadState) -> float | None:
+    """The earliest container sample the VPA holds (its first CPU sample), or ``None``: before
+    anything is learned, that is the first live sample, from which on the past is known live."""
+    firsts = [cs.first_sample_ts for cs in _vpa_states(state).values() if cs.first_sample_ts is not None]
+    return min(firsts) if firsts else None
+
+
+def learn(state: WorkloadState, event: MetricEvent, settings: Settings, live_from: float | None) -> int:
+    """Feed a *past* metric event's container samples to the own VPA's histograms, and nothing else.
+
+    The live inputs of a tick (the own HPA's latest usage, OOM times, series) are the present's
+    and stay as they are; the VPA's histograms are the past's.  A sample at or after
+    ``live_from`` (the first live sample) is already in them, live: skipped.  A sample of a pod
+    whose live state is ahead of it is kept under :data:`LEARNED_POD`.  Returns the samples fed.
+    """
+    samples = event.samples
+    ts = event.ts
+    if not samples or (live_from is not None and ts >= live_from):
+        return 0
+    states = _vpa_states(state)
+    fed: list[ContainerSample] = []
+    for s in samples:
+        cs = states.get(s.container)
+        window = cs.windows.get(s.pod) if cs is not None else None
+        if window is not None and (window.cpu_ts > ts or window.last_ts > ts):
+            s = s._replace(pod=LEARNED_POD + s.pod)
+        fed.append(s)
+    _feed_vpa(states, ts, fed, settings.vpa_config)
+    return len(fed)
 
 
 def own_hpa(
@@ -323,7 +386,11 @@ def own_vpa(
             # VPA: the feeder's DeleteRemovedPods each run (model/cluster.go DeletePod)
             live = {p.name for p in spec.pods}
             for cs in states.values():
-                cs.forget_pods(live)
+                if state.learned:
+                    # a past pod kept apart (LEARNED_POD) lives on with the history it was learned from
+                    cs.forget_pods(live | {p for p in cs.windows if p.startswith(LEARNED_POD)})
+                else:
+                    cs.forget_pods(live)
         recs = vpa_rec.recommend(states, tick, cfg, tmpl.policies)
         # VPA: routines/recommender.go RunOnce collects expired aggregates after UpdateVPAs
         rec["vpa_gc"] = vpa_rec.collect_garbage(states, tick, rec.get("vpa_gc"), cfg)

@@ -20,10 +20,10 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
-from . import own
+from . import learn, own
 from .cloudevents import BLOCKED, DECISION, cloudevent, event_id
 from .errors import InvalidPolicy
-from .events import Event, MetricEvent, PolicyEvent, SeriesSample, WorkloadEvent, WorkloadRef
+from .events import Event, HistoryEvent, MetricEvent, PolicyEvent, SeriesSample, WorkloadEvent, WorkloadRef
 from .hpa_metrics import ref_key
 from .outcome import AMBIGUOUS_MODE, AMBIGUOUS_POLICY, Outcome, View
 from .policies import Policy, parse_policy
@@ -106,6 +106,11 @@ def _apply(
         for gone in [k for k in state.memory if k not in kinds]:
             del state.memory[gone]
         return
+    if isinstance(event, HistoryEvent):
+        # The past, learned at the present: no tick of it is reconciled, nothing a tick reads as
+        # the present changes (scaling.learn).
+        learn.learn(state, event, settings)
+        return
     if event.type in ("hpa", "vpa") and event.source == "tandem":
         return  # tandem's own recommendations are recomputed, never read back (section 6)
     state.remember(raw, event)
@@ -168,6 +173,8 @@ def _reconcile(state: WorkloadState, tick: float, settings: Settings) -> list[Em
     memory = state.memory.get(kind)
     if memory is None:
         memory = state.memory[kind] = {}
+    if state.learned:
+        learn.teach_policy(state, kind, memory, view.settings)
     outcome = policy.decide(view, memory)
     # Most ticks change nothing: then there are no changes to compute against the spec.
     changes = None if outcome.proposes_nothing else _changes(outcome, spec)

@@ -63,6 +63,11 @@ class WorkloadState:
     last_blocked: str | None = None
     #: Own recommenders' state (HPA history, VPA histograms), owned by ``scaling.recommend``.
     recommender: dict[str, Any] = field(default_factory=dict)
+    #: What history envelopes taught (``scaling.learn``), empty without any: ``n`` envelopes
+    #: learned, ``through`` the time of the last past event taught, ``live_from`` the first live
+    #: sample's time, ``replicas`` the past replicas per 15-minute slot (a bounded ring) for the
+    #: policy kinds that keep a replica history.
+    learned: dict[str, Any] = field(default_factory=dict)
 
     # --- caches: rebuilt from the fields above after a restore, never serialised --------------
     # The latest inputs decoded (from ``raw``, lazily after a restore).
@@ -304,6 +309,7 @@ class WorkloadState:
             "overlay": self.overlay,
             "last_blocked": self.last_blocked,
             "recommender": self._recommender_snapshot(),
+            **({"learned": self.learned} if self.learned else {}),
         }
 
     def _recommender_snapshot(self) -> dict[str, Any]:
@@ -339,6 +345,7 @@ class WorkloadState:
             overlay=_plain(d.get("overlay") or {}),
             last_blocked=d.get("last_blocked"),
             recommender=dict(d.get("recommender") or {}),
+            learned=_plain(d.get("learned") or {}),
         )
 
 

@@ -16,14 +16,25 @@ __all__ = [
     "CLOUDEVENT_TYPES",
     "DECISION",
     "EVENT_TYPES",
+    "HISTORY",
     "LATE",
     "TIE_ORDER",
+    "TOPIC_OF",
     "WATERMARK",
 ]
 
 #: The input event types in the order of docs/contract.md section 3 (the order error messages,
 #: summaries and the schemas' ``enum`` list them in).
 EVENT_TYPES: Final = ("metric", "workload", "hpa", "vpa", "policy")
+
+#: The ``type`` of a history envelope (docs/contract.md §3): past events of one workload, learned
+#: at the present, never reconciled.  Not a topic of its own: it travels on the topic of
+#: :data:`TOPIC_OF` (the metrics topic: its keys, partitions, ACLs and per-cluster topics), and
+#: takes that type's place in the tie order, so an envelope and a metric event with the same
+#: ``ts`` keep their topic-partition's order in the worker and their file order in replay.
+HISTORY: Final = "history"
+#: The input type whose topic carries an event type (each of :data:`EVENT_TYPES` its own).
+TOPIC_OF: Final = {**{t: t for t in EVENT_TYPES}, HISTORY: "metric"}
 
 #: The same types in the order the worker's merge takes events with the same ``ts``
 #: (``streams.merge.RANK``): a policy or a spec before the recommendations and metrics it shapes.

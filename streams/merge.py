@@ -67,7 +67,7 @@ from scaling.reconcile import flush, ingest, tick_of
 from scaling.settings import Settings
 from scaling.spelling import did_you_mean
 from scaling.state import WorkloadState
-from scaling.vocabulary import LATE, TIE_ORDER, WATERMARK
+from scaling.vocabulary import LATE, TIE_ORDER, TOPIC_OF, WATERMARK
 
 __all__ = [
     "INF",
@@ -444,7 +444,7 @@ class Misrouted(InvalidEvent):
 def check_routing(kind: str, key: bytes | None, event: Event) -> None:
     """An input must sit on its type's topic, keyed by its workload (docs/contract.md §1-2); a
     policy record may be keyed by its workload and policy (:func:`policy_key`)."""
-    if event.type != kind:
+    if TOPIC_OF[event.type] != kind:  # a history envelope travels on the metrics topic
         raise Misrouted("type", f"a {event.type!r} event on the topic of {kind!r} events")
     expected = event.workload.key
     if key is None:
@@ -761,7 +761,7 @@ class Merger:
             )
         if not slot.accept(kind, offset):
             return False
-        slot.inbox.append((event.ts, RANK[event.type], offset, raw, event))
+        slot.inbox.append((event.ts, RANK[TOPIC_OF[event.type]], offset, raw, event))
         self._waiting[partition].add(key)
         self._buffered[partition] += 1
         self.dirty.add(key)

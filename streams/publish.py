@@ -43,7 +43,7 @@ from typing import IO, Any
 
 from scaling.events import Event, PolicyEvent, decode_event
 from scaling.reconcile import tick_of
-from scaling.vocabulary import EVENT_TYPES
+from scaling.vocabulary import EVENT_TYPES, TOPIC_OF
 from schemas.codec import encode
 from streams.merge import partition_key, policy_key, watermark
 from streams.settings import KafkaSettings, kafka_producer
@@ -274,7 +274,7 @@ def messages(
         out.workloads.add(key)
         out.clusters.add(event.workload.cluster)
         record_key = policy_key(event) if isinstance(event, PolicyEvent) and event.identity else key.encode()
-        topic = input_topic(prefix, event.type, event.workload.cluster, input_clusters)
+        topic = input_topic(prefix, TOPIC_OF[event.type], event.workload.cluster, input_clusters)
         out.items.append((topic, record_key, encode(raw), round(ts * 1000)))
         out.ts.append(ts)
         out.counts[event.type] += 1

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import InvalidEvent
 from ..quantity import MAX_MILLI
-from ..vocabulary import EVENT_TYPES
+from ..vocabulary import EVENT_TYPES, HISTORY
 from .checks import (
     DELETED_FIELDS,
     EVENT_FIELDS,
@@ -34,6 +34,7 @@ from .checks import (
     show,
     string,
 )
+from .history import HISTORY_FIELDS, HistoryEvent, decode_history
 from .metric import decode_metric
 from .model import (
     ContainerResources,
@@ -257,12 +258,17 @@ def _decode_policy(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> Polic
     return PolicyEvent(ts, ref, None, deleted)
 
 
+def _decode_history(obj: Mapping[str, Any], ts: float, ref: WorkloadRef) -> HistoryEvent:
+    return decode_history(obj, ts, ref, decode_event)
+
+
 _DECODERS: dict[str, Callable[[Mapping[str, Any], float, WorkloadRef], Event]] = {
     "metric": decode_metric,
     "workload": _decode_workload,
     "hpa": _decode_hpa,
     "vpa": _decode_vpa,
     "policy": _decode_policy,
+    HISTORY: _decode_history,
 }
 
 
@@ -288,8 +294,10 @@ def _decode_event_checked(obj: object) -> Event:
     kind = obj.get("type")
     decoder = _DECODERS.get(kind) if isinstance(kind, str) else None
     if decoder is None:
-        raise InvalidEvent("type", f"unknown event type {show(kind)}; expected one of {', '.join(EVENT_TYPES)}")
-    only(obj, EVENT_FIELDS[str(kind)])
+        raise InvalidEvent(
+            "type", f"unknown event type {show(kind)}; expected one of {', '.join((*EVENT_TYPES, HISTORY))}"
+        )
+    only(obj, EVENT_FIELDS[str(kind)] if kind != HISTORY else HISTORY_FIELDS)
     ts = event_time(obj)
     ref = decode_workload_ref(obj.get("workload"))
     event: Event = decoder(obj, ts, ref)

@@ -20,6 +20,7 @@ __all__ = [
     "ContainerResources",
     "ContainerSample",
     "Event",
+    "HistoryEvent",
     "HpaEvent",
     "MetricEvent",
     "PodStatus",
@@ -257,4 +258,16 @@ class PolicyEvent:
         return policy_identity(source.get("apiVersion"), source.get("kind"), meta.get("namespace"), meta.get("name"))
 
 
-Event = MetricEvent | WorkloadEvent | HpaEvent | VpaEvent | PolicyEvent
+class HistoryEvent(NamedTuple):
+    """Past ``metric`` and ``workload`` events of ``workload``, learned at ``ts`` (the present)."""
+
+    ts: float
+    workload: WorkloadRef
+    #: The end of the past the envelope covers: the replicas of its last ``workload`` event (or of
+    #: an earlier envelope's) held until then.
+    until: float
+    events: tuple[MetricEvent | WorkloadEvent, ...]
+    type: Literal["history"] = "history"
+
+
+Event = MetricEvent | WorkloadEvent | HpaEvent | VpaEvent | PolicyEvent | HistoryEvent

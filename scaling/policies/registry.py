@@ -14,7 +14,7 @@ as they are.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +24,17 @@ from .base import Policy
 from .fields import Obj
 from .status import StatusShape
 
-__all__ = ["PolicyKind", "find", "kind_names", "kinds", "lookup", "register", "settings_sections", "unregister"]
+__all__ = [
+    "PolicyKind",
+    "find",
+    "kind_names",
+    "kinds",
+    "lookup",
+    "register",
+    "replica_learner",
+    "settings_sections",
+    "unregister",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +71,11 @@ class PolicyKind:
     #: How the applier writes the kind's ``status`` in its upstream's shape; ``None``: no status
     #: (and no RBAC rule for the ``status`` subresource).
     status: StatusShape | None = None
+    #: How the kind takes the past replicas a history envelope taught (docs/contract.md §3,
+    #: ``history``): ``learn_replicas(memory, peaks, settings)`` folds ``peaks`` (each ``(slot
+    #: start, peak replicas)``, oldest first, 15-minute slots) into the policy's memory, with the
+    #: settings a view shows; ``None``: the kind keeps no replica history of its own.
+    learn_replicas: Callable[[dict[str, Any], Sequence[tuple[float, int]], Mapping[str, Any]], None] | None = None
 
     @property
     def api_version(self) -> str:
@@ -107,6 +122,13 @@ def kind_names() -> list[str]:
 def settings_sections() -> dict[str, PolicyKind]:
     """The settings sections the registered kinds read, each with the kind that reads it."""
     return {k.settings_section: k for k in _KINDS if k.settings_section is not None}
+
+
+def replica_learner(
+    kind: str,
+) -> Callable[[dict[str, Any], Sequence[tuple[float, int]], Mapping[str, Any]], None] | None:
+    """The :attr:`PolicyKind.learn_replicas` of the kind named ``kind`` (a policy's ``kind``), or ``None``."""
+    return next((k.learn_replicas for k in _KINDS if k.kind == kind and k.learn_replicas is not None), None)
 
 
 def find(api_version: object, kind: object) -> PolicyKind | None:

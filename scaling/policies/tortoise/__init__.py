@@ -16,8 +16,12 @@ floats, which are the same IEEE doubles, so the results land on the same milli-u
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from ..fields import TORTOISE_SPEC
 from ..registry import PolicyKind, register
+from .history import learn_replicas
 from .hpa import DEFAULT_HPA_BEHAVIOR, NEW_METRIC_TARGET
 from .policy import TortoisePolicy, parse_tortoise
 from .settings import FEATURE_PREFERRED_MAX, FEATURES, TortoiseSettings
@@ -43,6 +47,13 @@ __all__ = [
     "parse_tortoise",
 ]
 
+
+def _learn_replicas(memory: dict[str, Any], peaks: Sequence[tuple[float, int]], settings: Mapping[str, Any]) -> None:
+    """The replica history's part of a history envelope, in the admin's ``TimeZone`` and slot width."""
+    st = TortoiseSettings.from_mapping(settings.get("tortoise"))
+    learn_replicas(memory, peaks, st.timezone, st.slot_hours)
+
+
 KIND = register(
     PolicyKind(
         "Tortoise",
@@ -56,5 +67,6 @@ KIND = register(
         target_paths=("targetRefs.scaleTargetRef",),
         hpa_behavior_place="spec.horizontalPodAutoscalerBehavior",
         status=STATUS,
+        learn_replicas=_learn_replicas,
     )
 )

@@ -27,12 +27,12 @@ import json
 import math
 import re
 from array import array
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-__all__ = ["EMPTY", "PERIODS", "WEEKS", "ReplicaHistory", "replica_bounds"]
+__all__ = ["EMPTY", "PERIODS", "WEEKS", "ReplicaHistory", "learn_replicas", "replica_bounds"]
 
 #: Weeks kept (the seed's "last 4 weeks").
 WEEKS = 4
@@ -195,6 +195,31 @@ class ReplicaHistory:
         h.rows = parsed
         h._text = list(rows)
         return h
+
+
+def learn_replicas(memory: dict[str, Any], peaks: Sequence[tuple[float, int]], timezone: str, width_hours: int) -> None:
+    """Fold past replica peaks (``(slot start, peak)``, 15-minute slots, oldest first) into the
+    history a policy memory keeps under ``"hist"``: what a history envelope taught
+    (docs/contract.md §3, ``history``), whether it came before the policy or after it.
+
+    A slot's peak is the most replicas of the workload in it, as the ticks that would have seen
+    them fold in; every time zone's offset is a multiple of 15 minutes, so each slot falls in one
+    slot of the history whatever its ``TimeZone`` and width.  Folding takes maxima: learning the
+    same peaks again changes nothing.  A history of another time zone or width starts again, as
+    the policy's own does (``TortoisePolicy._history``).
+    """
+    raw = memory.get("hist")
+    h: ReplicaHistory | None = None
+    if isinstance(raw, Mapping):
+        try:
+            h = ReplicaHistory.from_dict(raw)
+        except ValueError:
+            h = None
+    if h is None or h.timezone != timezone or h.width != width_hours:
+        h = ReplicaHistory(timezone, width_hours)
+    for ts, peak in peaks:
+        h.observe(ts, peak)
+    memory["hist"] = h.to_dict()
 
 
 def _is_int(v: object) -> bool:
