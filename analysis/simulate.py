@@ -19,6 +19,10 @@ Outcomes per policy and workload: requested CPU core-hours and memory GiB-hours 
 usage above requests and above limits, samples at max replicas with CPU demand above capacity
 (replicas × request), rolling updates (decisions that change requests or limits) and replica
 changes (disruption).  The simulator is a driver like the replay: it adds no decision rule.
+
+This module derives the demand, spreads the (policy, workload) runs over processes and writes the
+comparison; a run is :func:`analysis.closed_loop.simulate_one` (tandem's kinds) or
+:func:`analysis.upstream.simulate_upstream` (upstream HPA and VPA manifests).
 """
 
 from __future__ import annotations
@@ -29,41 +33,23 @@ import io
 import multiprocessing
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from types import MappingProxyType
 from typing import IO, Any
 
 import orjson
 
-from analysis.holt_winters import HoltWinters, baseline_of
-from analysis.outcomes import GIB, Demand, Outcome
+from analysis.closed_loop import simulate_one
+from analysis.outcomes import Demand, Outcome
 from analysis.report import build
 from analysis.upstream import UpstreamArm, is_upstream, simulate_upstream
-from scaling.engine import Engine, policy_event
-from scaling.events import ContainerSample, MetricEvent, PolicyEvent, WorkloadEvent, WorkloadRef
-from scaling.policies import parse_policy
-from scaling.quantity import format_quantity, parse_quantity
-from scaling.reconcile import Emitted, flush, ingest
+from scaling.engine import policy_event
+from scaling.events import MetricEvent, WorkloadEvent, WorkloadRef
 from scaling.settings import Settings
-from scaling.vocabulary import DECISION
 from streams.inputs import load_manifests
 from streams.runner import Progress, ReplayStats, gc_paused, read_reduced
 
-__all__ = ["Demand", "Outcome", "derive_demand", "simulate", "table", "write_report"]
-
-_NONE: dict[str, int] = {}  # a container without requests or limits (read only)
-
-
-_POD_NAMES: list[str] = []
-
-
-def _pod_names(n: int) -> list[str]:
-    """``sim-0`` .. ``sim-{n-1}``: the simulated pods' names, written once, not per sample."""
-    while len(_POD_NAMES) < n:
-        _POD_NAMES.append(f"sim-{len(_POD_NAMES)}")
-    return _POD_NAMES[:n]
+__all__ = ["Demand", "Outcome", "derive_demand", "simulate", "simulate_one", "table", "write_report"]
 
 
 def derive_demand(events: Sequence[tuple[float, int, Any, Any]]) -> dict[str, Demand]:
@@ -138,363 +124,6 @@ def _demands(parts: Sequence[tuple[float, _Part]]) -> dict[str, Demand]:
     return demands
 
 
-#: How long before the recording's first sample its pods are assumed to have started: longer than
-#: the HPA's CPU initialization period (5 min), so that they count as ready from the first tick.
-_RUNNING_BEFORE = 3600.0
-
-
-@dataclass
-class _Sim:
-    replicas: int
-    requests: dict[str, dict[str, int]]
-    limits: dict[str, dict[str, int]]
-    #: when each pod (``sim-0``, ``sim-1``...) started, listed in the workload events
-    started: list[float] = field(default_factory=list)
-
-    def workload_event(self, ref: WorkloadRef, ts: float) -> dict[str, Any]:
-        """The simulated spec as a collector reports it, with the pods that exist: the HPA lists
-        these (upstream's podLister), so a pod removed by a scale-down stops counting at once
-        instead of lingering while its last sample is fresh (``scaling.own.USAGE_MAX_AGE``)."""
-        return {
-            "type": "workload",
-            "ts": ts,
-            "workload": ref.as_dict(),
-            "replicas": self.replicas,
-            "containers": {
-                c: {
-                    "requests": {r: format_quantity(r, v) for r, v in sorted(self.requests.get(c, {}).items())},
-                    "limits": {r: format_quantity(r, v) for r, v in sorted(self.limits.get(c, {}).items())},
-                }
-                for c in sorted(set(self.requests) | set(self.limits))
-            },
-            "pods": [
-                {"name": name, "ready": True, "phase": "Running", "started": t}
-                for name, t in zip(_pod_names(self.replicas), self.started, strict=True)
-            ],
-        }
-
-    def apply(self, data: dict[str, Any], created: float) -> tuple[bool, bool]:
-        """Apply a decision; new or re-created pods started at ``created`` (and are ready now)."""
-        replica_change = "replicas" in data
-        if replica_change:
-            self.replicas = data["replicas"]["to"]
-        vertical = False
-        for c, sections in data.get("containers", {}).items():
-            for section in ("requests", "limits"):
-                for r, ch in sections.get(section, {}).items():
-                    getattr(self, section).setdefault(c, {})[r] = parse_quantity(ch["to"])
-                    vertical = True
-        if vertical:  # a rollout re-creates every pod
-            self.started = [created] * self.replicas
-        else:  # a scale-down removes the last pods (the newest names), a scale-up adds new ones
-            del self.started[self.replicas :]
-            self.started.extend([created] * (self.replicas - len(self.started)))
-        return replica_change, vertical
-
-
-def simulate_one(
-    demand: Demand,
-    manifest: dict[str, Any],
-    policy_name: str,
-    settings: Settings,
-    delay: float,
-    record: list[dict[str, Any]] | None = None,
-) -> Outcome:
-    """Run one policy over one workload's demand in closed loop."""
-    ref = demand.workload
-    out = Outcome(policy_name, ref.key)
-    engine = Engine(settings)
-    raw_policy = policy_event(manifest, settings.cluster)
-    raw_policy["workload"] = ref.as_dict()
-    raw_policy["ts"] = demand.points[0][0] if demand.points else 0.0
-    policy = parse_policy(manifest, ref)
-    max_replicas = policy.bounds().max_replicas
-    if not demand.points:
-        return out
-    t0 = demand.points[0][0]
-    sim = _Sim(
-        demand.replicas,
-        {c: dict(v) for c, v in demand.requests.items()},
-        {c: dict(v) for c, v in demand.limits.items()},
-        [t0 - _RUNNING_BEFORE] * demand.replicas,
-    )
-    engine.process(raw_policy, PolicyEvent(t0, ref, manifest))
-    # The one workload's state: each tick's samples and reconcile go to it directly (the engine's
-    # own ``process`` and ``flush`` look it up, and flush sorts the keys of its one state).
-    state = engine.state_for(ref.key)
-    hpa_acts = policy.kind in HPA_OBJECT_KINDS
-    # The own hpa/vpa events would be dropped here: not built at all, but for a policy whose HPA
-    # scales the workload (its events carry the HPA's desired replicas).
-    state.publish_own = hpa_acts
-    if baseline_of(manifest) == "holt-winters" and state.policy is not None:
-        state.policy = HoltWinters(state.policy)  # the Holt-Winters baseline (analysis/holt_winters.py)
-    first = sim.workload_event(ref, t0)
-    pending: list[tuple[float, dict[str, Any]]] = []
-    hpa_desired: list[float] = []  # (tick, desired replicas) of the policy's HPA, when it acts
-
-    def take(emitted: list[Emitted]) -> None:
-        """Queue the applied decisions among ``emitted`` for ``delay`` after their tick."""
-        for kind, ev in emitted:
-            if kind == "audit" and ev["type"] == DECISION and not ev["data"]["dry_run"]:
-                pending.append((ev["data"]["tick"] + delay, ev["data"]))
-                out.decisions += 1
-            elif kind == "hpa" and hpa_acts:
-                hpa_desired[:] = [ev["ts"], ev["desired_replicas"]]
-
-    def hpa_scale() -> None:
-        """The policy's HPA rescales the workload as the HPA controller would (``delay`` to the
-        new pods' readiness, as for a decision): to its desired replicas, whenever these differ
-        from what the workload has or is about to have."""
-        if not hpa_desired:
-            return
-        tick, desired = hpa_desired
-        have = sim.replicas
-        for _, data in pending:
-            if "replicas" in data:
-                have = data["replicas"]["to"]
-        if desired != have:
-            pending.append((tick + delay, {"replicas": {"from": have, "to": int(desired)}}))
-            out.decisions += 1
-
-    def feed(raw: dict[str, Any], event: Any = None) -> None:
-        if record is not None and raw:
-            record.append(raw)
-        take(engine.process(raw, event))
-
-    feed(first)
-    series = iter(demand.series)
-    per_pod_series: list[dict[str, Any]] = []  # the last recorded per-pod series samples
-    next_series = next(series, None)
-    cursor = t0  # outcomes are integrated up to here
-    totals: dict[str, tuple[float, float]] = demand.points[0][1]
-    # What the outcomes read of the simulated spec, worked out when a decision changes it, not
-    # on every sample (the same sums and values, so the same floats).
-    n = sim.replicas
-    books = _Books(sim)
-    names = _pod_names(n)
-    bounds = books.bounds
-    # Whether the usage since the last sample is over requests (bit 1) or limits (bit 2): worked
-    # out with each sample's per-pod usage below, and again when a decision changes the spec.
-    over = books.over(totals)
-    short = books.shortfall(totals)  # the CPU cores the pods cannot serve since the last sample
-    new = _new_tuple
-    process = ingest
-    flush_state = flush
-    for ts, point in demand.points:
-        while pending and pending[0][0] <= ts:
-            due, data = pending.pop(0)
-            if due > cursor:  # the outcomes up to the change, with the spec before it
-                books.accumulate(out, due - cursor, over, short)
-                cursor = due
-            replica_change, vertical = sim.apply(data, due - delay)
-            n = sim.replicas
-            books = _Books(sim)
-            names = _pod_names(n)
-            bounds = books.bounds
-            over = books.over(totals)
-            short = books.shortfall(totals)
-            out.replica_changes += replica_change
-            out.rolling_updates += vertical
-            if vertical:  # a rollout: every pod re-created with the new spec (docs/evaluation.md)
-                out.resizes += 1
-                out.pod_restarts += n
-            out.timeline.append((due, n, {c: dict(v) for c, v in sim.requests.items()}))
-            feed(sim.workload_event(ref, due))
-            if replica_change and per_pod_series:
-                # The load per pod changes with the pods: the series reports it from the change on.
-                feed(
-                    {
-                        "type": "metric",
-                        "ts": due,
-                        "workload": ref.as_dict(),
-                        "samples": series_over_pods(per_pod_series, names),
-                    }
-                )
-        if ts > cursor:
-            books.accumulate(out, ts - cursor, over, short)
-            cursor = ts
-        totals = point
-        short = books.shortfall(totals)
-        while next_series is not None and next_series[0] <= ts:
-            s_ts, raw_series = next_series
-            if any("pod" in x for x in raw_series):
-                per_pod_series = [x for x in raw_series if "pod" in x]
-            feed(
-                {
-                    "type": "metric",
-                    "ts": s_ts,
-                    "workload": ref.as_dict(),
-                    "samples": series_over_pods(raw_series, names),
-                }
-            )
-            next_series = next(series, None)
-        samples: list[ContainerSample] = []
-        over = 0
-        for c, (cpu, mem) in sorted(totals.items()) if len(totals) > 1 else totals.items():
-            per_cpu = cpu / n
-            per_pod_mem = mem / n
-            per_mem = int(per_pod_mem)
-            oom = False
-            b = bounds.get(c)
-            if b is not None:  # _Books.over, inline: the same comparisons of the same floats
-                req_cpu, lim_cpu, req_mem, lim_mem = b
-                used = per_cpu * 1000
-                if req_cpu is not None and used > req_cpu:
-                    over |= 1
-                if lim_cpu is not None and used > lim_cpu:
-                    over |= 2
-                used = per_pod_mem * 1000
-                if req_mem is not None and used > req_mem:
-                    over |= 1
-                if lim_mem is not None:
-                    if used > lim_mem:
-                        over |= 2
-                    oom = per_mem * 1000 > lim_mem  # above the memory limit: an OOM kill
-                    if oom:
-                        out.oom_kills += n
-            for pod in names:
-                # ContainerSample(pod, c, per_cpu, per_mem, True, oom), without the named
-                # tuple's __new__ (a Python function): a sample per simulated pod per tick.
-                samples.append(new(ContainerSample, (pod, c, per_cpu, per_mem, True, oom)))
-        event = new(MetricEvent, (ts, ref, tuple(samples), (), "metric"))
-        emitted = process(state, event, _NO_RAW, settings)
-        if emitted:
-            take(emitted)
-        if record is not None:  # the simulated stream, for the report (built only when asked)
-            record.append(
-                {
-                    "type": "metric",
-                    "ts": ts,
-                    "workload": ref.as_dict(),
-                    "samples": [
-                        {"pod": x.pod, "container": x.container, "cpu": x.cpu, "memory": x.memory, "oom": x.oom}
-                        for x in samples
-                    ],
-                }
-            )
-        # Nothing recorded can arrive for this tick any more: reconcile it now, so a decision
-        # takes effect ``delay`` after its tick and not one sample later.
-        emitted = flush_state(state, settings)
-        if emitted:
-            take(emitted)
-        if hpa_acts:
-            hpa_scale()
-        if (
-            max_replicas is not None
-            and n >= max_replicas
-            and sum(cpu for cpu, _ in totals.values()) > n * books.cpu_requests / 1000  # the capacity
-        ):
-            out.saturated_samples += 1
-    out.samples = len(demand.points)
-    return out
-
-
-def series_over_pods(raw: list[dict[str, Any]], names: Sequence[str]) -> list[dict[str, Any]]:
-    """Recorded series samples as the simulated workload would give them.
-
-    A sample without ``pod`` (a workload's series: a queue length, a request rate at the load
-    balancer) is replayed as recorded.  Samples with ``pod`` measure a pod's share of the load
-    (requests per second per pod): like the CPU and memory demand they are summed over the
-    recorded pods and divided evenly over the simulated ones.  The result is sent as one
-    workload-level sample, the mean over the pods that exist (what a query such as
-    ``avg(rate(...))`` answers), not per pod: a pod a scale-down removed would otherwise count
-    in the mean for the custom HPA's 5-minute lookback."""
-    if not any("pod" in x for x in raw):
-        return raw
-    kept = [x for x in raw if "pod" not in x]
-    totals: dict[str, float] = {}
-    for x in raw:
-        if "pod" in x:
-            totals[x["series"]] = totals.get(x["series"], 0.0) + float(x["value"])
-    kept.extend({"series": name, "value": total / len(names)} for name, total in sorted(totals.items()))
-    return kept
-
-
-#: Policy kinds whose horizontal side is an HPA object of their own, which the HPA controller runs:
-#: their decisions set the HPA's min/max replicas and targets, never the replicas.  The simulator
-#: runs that HPA (tandem's own HPA recommender on the simulated pods, ``scaling.own.own_hpa``: the
-#: HPA the policy would have created, docs/tortoise.md "tandem's own HPA and VPA") and applies its
-#: desired replicas.  Tortoise creates an HPA (reference 2.g); Hvpa decides replicas itself.
-HPA_OBJECT_KINDS = frozenset({"Tortoise"})
-
-_new_tuple = tuple.__new__
-#: The raw JSON of the metric events simulate builds typed (none: nothing reads it; read only).
-_NO_RAW: Mapping[str, Any] = MappingProxyType({})
-
-
-class _Books:
-    """What the outcomes read of a simulated spec (replicas, requests, limits): the cost per hour
-    and per container the requests and limits that usage is compared with (which also give the
-    memory limit of an OOM kill).  Worked out when a decision changes the spec, not per sample."""
-
-    __slots__ = ("bounds", "cpu_rate", "cpu_requests", "memory_rate", "n")
-
-    def __init__(self, sim: _Sim) -> None:
-        requests, limits = sim.requests, sim.limits
-        self.n = n = sim.replicas
-        self.cpu_requests = sum(r.get("cpu", 0) for r in requests.values())
-        memory_requests = sum(r.get("memory", 0) for r in requests.values())
-        # Requested core-hours and GiB-hours per hour: the left part of the cost's expressions,
-        # ``n * cpu / 1000 * hours`` and ``n * memory / 1000 / GIB * hours`` (so the same floats).
-        self.cpu_rate = n * self.cpu_requests / 1000
-        self.memory_rate = n * memory_requests / 1000 / GIB
-        #: container -> (cpu request, cpu limit, memory request, memory limit), each or None
-        self.bounds: dict[str, tuple[int | None, int | None, int | None, int | None]] = {}
-        for c in set(requests) | set(limits):
-            req = requests.get(c) or _NONE
-            lim = limits.get(c) or _NONE
-            self.bounds[c] = (req.get("cpu"), lim.get("cpu"), req.get("memory"), lim.get("memory"))
-
-    def over(self, totals: dict[str, tuple[float, float]]) -> int:
-        """Whether per-pod usage ``totals`` / n is over requests (bit 1) or limits (bit 2) of a
-        container; ``simulate_one`` works the same out inline for each sample."""
-        n = self.n
-        over = 0
-        bounds = self.bounds
-        for c, (cpu, mem) in totals.items():
-            b = bounds.get(c)
-            if b is None:
-                continue  # neither requests nor limits: nothing to be over
-            req_cpu, lim_cpu, req_mem, lim_mem = b
-            used = cpu / n * 1000
-            if req_cpu is not None and used > req_cpu:
-                over |= 1
-            if lim_cpu is not None and used > lim_cpu:
-                over |= 2
-            used = mem / n * 1000
-            if req_mem is not None and used > req_mem:
-                over |= 1
-            if lim_mem is not None and used > lim_mem:
-                over |= 2
-        return over
-
-    def shortfall(self, totals: dict[str, tuple[float, float]]) -> float:
-        """The CPU cores of demand ``totals`` that the ``n`` pods cannot serve: per container, what
-        is above ``n`` × its CPU limit, or × its CPU request where it has no limit."""
-        short = 0.0
-        n = self.n
-        for c, (cpu, _) in totals.items():
-            b = self.bounds.get(c)
-            if b is None:
-                continue
-            cap = b[1] if b[1] is not None else b[0]
-            if cap is not None and cpu / n * 1000 > cap:
-                short += (cpu / n * 1000 - cap) / 1000 * n
-        return short
-
-    def accumulate(self, out: Outcome, dt: float, over: int, short: float = 0.0) -> None:
-        """Integrate ``dt`` seconds of this spec, with usage ``over`` (:meth:`over`) and CPU
-        shortfall ``short`` cores (:meth:`shortfall`), into ``out``."""
-        hours = dt / 3600
-        out.cpu_shortfall_core_hours += short * hours
-        out.cpu_core_hours += self.cpu_rate * hours
-        out.memory_gib_hours += self.memory_rate * hours
-        if over & 1:
-            out.hours_over_requests += hours
-        if over & 2:
-            out.hours_over_limits += hours
-
-
 def simulate(
     paths: Sequence[str],
     policy_files: Sequence[str],
@@ -541,28 +170,7 @@ def simulate(
     reduce = partial(_demand_part, wanted=wanted)
     with gc_paused():  # the demand only grows, as the read (streams.runner.gc_paused)
         demands = _demands(read_reduced(paths, lambda msg: err.write(msg + "\n"), stats, reduce, jobs=jobs))
-    runs: list[tuple[Demand, dict[str, Any] | UpstreamArm, str]] = []
-    i = -1
-    for path in policy_files:
-        name = Path(path).stem
-        if path in upstream:
-            for arm in upstream[path]:
-                demand = demands.get(arm.workload.key)
-                if demand is None:
-                    err.write(f"tandem simulate: {path}: no recorded demand for {arm.workload.key}\n")
-                    continue
-                runs.append((demand, arm, name))
-            continue
-        i += 1
-        docs = checked.get(path, ()) if checked is not None else load_manifests(path)
-        for manifest in docs if manifests is None else [m for _, m in manifests[i]]:
-            key = policy_event(manifest, settings.cluster)["workload"]
-            ref = WorkloadRef(**key)
-            demand = demands.get(ref.key)
-            if demand is None:
-                err.write(f"tandem simulate: {path}: no recorded demand for {ref.key}\n")
-                continue
-            runs.append((demand, manifest, name))
+    runs = _runs(policy_files, demands, manifests, settings, err, checked, upstream)
     record = recordings is not None
     bar = Progress(err, len(runs), err.isatty() if progress is None else progress)
     results: list[tuple[Outcome, list[dict[str, Any]] | None]] = []
@@ -585,6 +193,46 @@ def simulate(
         if recordings is not None and recorded is not None:
             recordings.setdefault(name, []).extend(recorded)
     return outcomes
+
+
+#: One run: the demand, a tandem manifest or an upstream arm, and the policy file's name.
+_Run = tuple[Demand, dict[str, Any] | UpstreamArm, str]
+
+
+def _runs(
+    policy_files: Sequence[str],
+    demands: Mapping[str, Demand],
+    manifests: list[list[tuple[str, dict[str, Any]]]] | None,
+    settings: Settings,
+    err: IO[str],
+    checked: Mapping[str, Sequence[dict[str, Any]]] | None,
+    upstream: Mapping[str, Sequence[UpstreamArm]],
+) -> list[_Run]:
+    """The (policy, workload) runs, in the order of the files and their manifests; a workload
+    without recorded demand is said on ``err`` and left out."""
+    runs: list[_Run] = []
+    i = -1
+    for path in policy_files:
+        name = Path(path).stem
+        if path in upstream:
+            for arm in upstream[path]:
+                demand = demands.get(arm.workload.key)
+                if demand is None:
+                    err.write(f"tandem simulate: {path}: no recorded demand for {arm.workload.key}\n")
+                    continue
+                runs.append((demand, arm, name))
+            continue
+        i += 1
+        docs = checked.get(path, ()) if checked is not None else load_manifests(path)
+        for manifest in docs if manifests is None else [m for _, m in manifests[i]]:
+            key = policy_event(manifest, settings.cluster)["workload"]
+            ref = WorkloadRef(**key)
+            demand = demands.get(ref.key)
+            if demand is None:
+                err.write(f"tandem simulate: {path}: no recorded demand for {ref.key}\n")
+                continue
+            runs.append((demand, manifest, name))
+    return runs
 
 
 def _run_all(
