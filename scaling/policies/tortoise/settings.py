@@ -92,35 +92,13 @@ class TortoiseSettings:
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any] | None) -> TortoiseSettings:
         """Validate the ``tortoise:`` settings; :class:`InvalidPolicy` names ``tortoise.<Key>``."""
-        raw = raw or {}
-        if not isinstance(raw, Mapping):
-            raise InvalidPolicy("tortoise", "expected a mapping of Tortoise settings")
-        for key in raw:
-            if key not in _SETTING_KEYS:
-                hint = did_you_mean(str(key), _SETTING_KEYS)
-                raise InvalidPolicy(f"tortoise.{key}", "unknown Tortoise setting" + hint)
+        raw = _known_keys(raw)
         d = cls()
-        width = _int_setting(raw, "RangeOfMinMaxReplicasRecommendationHours", d.slot_hours, 1, 24)
-        if 24 % width:
-            # Tortoise's config accepts it, but initializeMinMaxReplicas (pkg/tortoise/tortoise.go)
-            # then steps its slots past hour 24 and never leaves its loop.
-            raise InvalidPolicy(
-                "tortoise.RangeOfMinMaxReplicasRecommendationHours",
-                f"{width} does not divide 24: the day must split into equal slots (Tortoise accepts it, "
-                "but its slot loop never reaches hour 24 and the controller hangs)",
-            )
+        width = _slot_hours(raw, d)
         period = raw.get("GatheringDataPeriodType", d.period)
         if period not in PERIODS:
             raise InvalidPolicy("tortoise.GatheringDataPeriodType", f"{period!r} is not weekly or daily")
-        tz = raw.get("TimeZone", d.timezone)
-        if not isinstance(tz, str):  # config.go: TimeZone string
-            raise InvalidPolicy("tortoise.TimeZone", f"expected a time zone name, got {type(tz).__name__}")
-        try:
-            ReplicaHistory(str(tz), width)
-        except ValueError as exc:
-            raise InvalidPolicy("tortoise.TimeZone", str(exc)) from None
-        except OSError:  # "Europe": a directory of the tz database, not a zone (found by fuzzing)
-            raise InvalidPolicy("tortoise.TimeZone", f"{tz!r} is not an IANA time zone name") from None
+        tz = _timezone(raw, d, width)
         max_req = {
             "cpu": _qty_setting(raw, "MaximumCPURequest", "10"),
             "memory": _qty_setting(raw, "MaximumMemoryRequest", "10Gi"),
@@ -129,71 +107,17 @@ class TortoiseSettings:
             "cpu": _qty_setting(raw, "MinimumCPURequest", "50m"),
             "memory": _qty_setting(raw, "MinimumMemoryRequest", "50Mi"),
         }
-        per_container: dict[str, dict[str, int]] = {}
-        for key, res in (("MinimumCPURequestPerContainer", "cpu"), ("MinimumMemoryRequestPerContainer", "memory")):
-            values = raw.get(key) or {}
-            if not isinstance(values, Mapping):
-                raise InvalidPolicy(f"tortoise.{key}", "expected a mapping of container name to quantity")
-            for cname, q in values.items():
-                try:
-                    per_container.setdefault(str(cname), {})[res] = parse_quantity(q)
-                except ValueError as exc:
-                    raise InvalidPolicy(f"tortoise.{key}.{cname}", str(exc)) from None
-        multipliers = raw.get("ResourceLimitMultiplier") or {}
-        if not isinstance(multipliers, Mapping):
-            raise InvalidPolicy("tortoise.ResourceLimitMultiplier", "expected a mapping of resource to integer")
-        limit_mult: dict[str, int] = {}
-        for res, m in multipliers.items():
-            if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-                raise InvalidPolicy(f"tortoise.ResourceLimitMultiplier.{res}", f"expected an integer >= 1, got {m!r}")
-            limit_mult[str(res)] = m
-        flags = raw.get("FeatureFlags") or []
-        if not isinstance(flags, list):
-            raise InvalidPolicy("tortoise.FeatureFlags", f"expected a list of {', '.join(FEATURES)}")
-        for flag in flags:
-            if flag not in FEATURES:
-                # Tortoise ignores a flag it does not know: a misspelled flag is silently off.
-                raise InvalidPolicy(
-                    "tortoise.FeatureFlags",
-                    f"unknown feature flag {flag!r}{did_you_mean(str(flag), FEATURES)} (Tortoise would ignore it "
-                    f"and leave the feature off; known: {', '.join(FEATURES)})",
-                )
+        per_container = _per_container_minimums(raw)
+        limit_mult = _limit_multipliers(raw)
+        flags = _feature_flags(raw)
         excluded = raw.get("ExcludedNamespaces") or []
         if not isinstance(excluded, list) or not all(isinstance(n, str) for n in excluded):
             raise InvalidPolicy("tortoise.ExcludedNamespaces", "expected a list of namespace names")
         disable = raw.get("GlobalDisableMode", False)
         if not isinstance(disable, bool):
             raise InvalidPolicy("tortoise.GlobalDisableMode", f"expected true or false, got {disable!r}")
-        regex = raw.get("HPAExternalMetricExclusionRegex")
-        if regex is None:  # unset, or null (Tortoise's zero value): no external metric is excluded
-            regex = ""
-        elif isinstance(regex, int) and not isinstance(regex, bool):
-            # Tortoise reads its config with gopkg.in/yaml.v3, which puts any scalar's literal text
-            # into a string field: `5` is the regex "5" there too (never stricter than upstream).
-            regex = str(regex)
-        elif not isinstance(regex, str):
-            # A float or a boolean: yaml.v3 would keep its literal text (`1.50`, `yes`), which
-            # tandem's YAML reader does not keep, so it cannot know the regex Tortoise would use;
-            # a list or a mapping Tortoise refuses too.  str() would make up a text.
-            scalar = isinstance(regex, float | bool)
-            raise InvalidPolicy(
-                "tortoise.HPAExternalMetricExclusionRegex",
-                f"expected a regular expression (a string), got {type(regex).__name__} {regex!r}"
-                + (" (quote it: Tortoise would take its literal text, which tandem cannot see)" if scalar else ""),
-            )
-        try:
-            go_regexp(regex)
-        except re2.error as exc:
-            why = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-            raise InvalidPolicy(
-                "tortoise.HPAExternalMetricExclusionRegex", f"not a Go (RE2) regular expression: {why}"
-            ) from None
-        for key in ("DefaultHPABehavior",):
-            if raw.get(key) is not None and not isinstance(raw[key], Mapping):
-                raise InvalidPolicy(f"tortoise.{key}", "expected an HPA behavior object")
-        for key in ("IstioSidecarProxyDefaultCPU", "IstioSidecarProxyDefaultMemory"):
-            if raw.get(key) is not None:
-                _qty_setting(raw, key, "0")
+        regex = _exclusion_regex(raw)
+        _check_unused(raw)
         s = cls(
             slot_hours=width,
             period=str(period),
@@ -237,22 +161,143 @@ class TortoiseSettings:
             global_disable=disable,
             excluded_namespaces=frozenset(excluded),
         )
-        # Tortoise validates these at start-up (reference 1.4).
-        if not s.minimum_min_replicas < s.maximum_min_replicas <= s.maximum_max_replicas:
-            raise InvalidPolicy(
-                "tortoise.MaximumMinReplicas", "need MinimumMinReplicas < MaximumMinReplicas <= MaximumMaxReplicas"
-            )
-        if not s.minimum_min_replicas < s.preferred_max_replicas < s.maximum_max_replicas:
-            raise InvalidPolicy(
-                "tortoise.PreferredMaxReplicas", "need MinimumMinReplicas < PreferredMaxReplicas < MaximumMaxReplicas"
-            )
-        if s.min_target > s.max_target:
-            raise InvalidPolicy(
-                "tortoise.MinimumTargetResourceUtilization", "is above MaximumTargetResourceUtilization"
-            )
-        if s.min_multiplier <= 0 or s.max_multiplier <= 0:
-            raise InvalidPolicy("tortoise.MinReplicasRecommendationMultiplier", "multipliers must be > 0")
+        _validate(s)
         return s
+
+
+def _known_keys(raw: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """The section as a mapping whose every key is a Tortoise setting (did-you-mean otherwise)."""
+    raw = raw or {}
+    if not isinstance(raw, Mapping):
+        raise InvalidPolicy("tortoise", "expected a mapping of Tortoise settings")
+    for key in raw:
+        if key not in _SETTING_KEYS:
+            hint = did_you_mean(str(key), _SETTING_KEYS)
+            raise InvalidPolicy(f"tortoise.{key}", "unknown Tortoise setting" + hint)
+    return raw
+
+
+def _slot_hours(raw: Mapping[str, Any], d: TortoiseSettings) -> int:
+    width = _int_setting(raw, "RangeOfMinMaxReplicasRecommendationHours", d.slot_hours, 1, 24)
+    if 24 % width:
+        # Tortoise's config accepts it, but initializeMinMaxReplicas (pkg/tortoise/tortoise.go)
+        # then steps its slots past hour 24 and never leaves its loop.
+        raise InvalidPolicy(
+            "tortoise.RangeOfMinMaxReplicasRecommendationHours",
+            f"{width} does not divide 24: the day must split into equal slots (Tortoise accepts it, "
+            "but its slot loop never reaches hour 24 and the controller hangs)",
+        )
+    return width
+
+
+def _timezone(raw: Mapping[str, Any], d: TortoiseSettings, width: int) -> str:
+    tz = raw.get("TimeZone", d.timezone)
+    if not isinstance(tz, str):  # config.go: TimeZone string
+        raise InvalidPolicy("tortoise.TimeZone", f"expected a time zone name, got {type(tz).__name__}")
+    try:
+        ReplicaHistory(str(tz), width)
+    except ValueError as exc:
+        raise InvalidPolicy("tortoise.TimeZone", str(exc)) from None
+    except OSError:  # "Europe": a directory of the tz database, not a zone (found by fuzzing)
+        raise InvalidPolicy("tortoise.TimeZone", f"{tz!r} is not an IANA time zone name") from None
+    return tz
+
+
+def _per_container_minimums(raw: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """MinimumCPURequestPerContainer and MinimumMemoryRequestPerContainer, by container."""
+    per_container: dict[str, dict[str, int]] = {}
+    for key, res in (("MinimumCPURequestPerContainer", "cpu"), ("MinimumMemoryRequestPerContainer", "memory")):
+        values = raw.get(key) or {}
+        if not isinstance(values, Mapping):
+            raise InvalidPolicy(f"tortoise.{key}", "expected a mapping of container name to quantity")
+        for cname, q in values.items():
+            try:
+                per_container.setdefault(str(cname), {})[res] = parse_quantity(q)
+            except ValueError as exc:
+                raise InvalidPolicy(f"tortoise.{key}.{cname}", str(exc)) from None
+    return per_container
+
+
+def _limit_multipliers(raw: Mapping[str, Any]) -> dict[str, int]:
+    multipliers = raw.get("ResourceLimitMultiplier") or {}
+    if not isinstance(multipliers, Mapping):
+        raise InvalidPolicy("tortoise.ResourceLimitMultiplier", "expected a mapping of resource to integer")
+    limit_mult: dict[str, int] = {}
+    for res, m in multipliers.items():
+        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+            raise InvalidPolicy(f"tortoise.ResourceLimitMultiplier.{res}", f"expected an integer >= 1, got {m!r}")
+        limit_mult[str(res)] = m
+    return limit_mult
+
+
+def _feature_flags(raw: Mapping[str, Any]) -> list[Any]:
+    flags = raw.get("FeatureFlags") or []
+    if not isinstance(flags, list):
+        raise InvalidPolicy("tortoise.FeatureFlags", f"expected a list of {', '.join(FEATURES)}")
+    for flag in flags:
+        if flag not in FEATURES:
+            # Tortoise ignores a flag it does not know: a misspelled flag is silently off.
+            raise InvalidPolicy(
+                "tortoise.FeatureFlags",
+                f"unknown feature flag {flag!r}{did_you_mean(str(flag), FEATURES)} (Tortoise would ignore it "
+                f"and leave the feature off; known: {', '.join(FEATURES)})",
+            )
+    return flags
+
+
+def _exclusion_regex(raw: Mapping[str, Any]) -> str:
+    """HPAExternalMetricExclusionRegex as Tortoise would read it, checked to be a Go (RE2) regexp."""
+    regex = raw.get("HPAExternalMetricExclusionRegex")
+    if regex is None:  # unset, or null (Tortoise's zero value): no external metric is excluded
+        regex = ""
+    elif isinstance(regex, int) and not isinstance(regex, bool):
+        # Tortoise reads its config with gopkg.in/yaml.v3, which puts any scalar's literal text
+        # into a string field: `5` is the regex "5" there too (never stricter than upstream).
+        regex = str(regex)
+    elif not isinstance(regex, str):
+        # A float or a boolean: yaml.v3 would keep its literal text (`1.50`, `yes`), which
+        # tandem's YAML reader does not keep, so it cannot know the regex Tortoise would use;
+        # a list or a mapping Tortoise refuses too.  str() would make up a text.
+        scalar = isinstance(regex, float | bool)
+        raise InvalidPolicy(
+            "tortoise.HPAExternalMetricExclusionRegex",
+            f"expected a regular expression (a string), got {type(regex).__name__} {regex!r}"
+            + (" (quote it: Tortoise would take its literal text, which tandem cannot see)" if scalar else ""),
+        )
+    try:
+        go_regexp(regex)
+    except re2.error as exc:
+        why = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise InvalidPolicy(
+            "tortoise.HPAExternalMetricExclusionRegex", f"not a Go (RE2) regular expression: {why}"
+        ) from None
+    return regex
+
+
+def _check_unused(raw: Mapping[str, Any]) -> None:
+    """The settings tandem accepts but does not use, checked all the same."""
+    for key in ("DefaultHPABehavior",):
+        if raw.get(key) is not None and not isinstance(raw[key], Mapping):
+            raise InvalidPolicy(f"tortoise.{key}", "expected an HPA behavior object")
+    for key in ("IstioSidecarProxyDefaultCPU", "IstioSidecarProxyDefaultMemory"):
+        if raw.get(key) is not None:
+            _qty_setting(raw, key, "0")
+
+
+def _validate(s: TortoiseSettings) -> None:
+    """What Tortoise validates at start-up (config.go ``validate``, reference 1.4)."""
+    if not s.minimum_min_replicas < s.maximum_min_replicas <= s.maximum_max_replicas:
+        raise InvalidPolicy(
+            "tortoise.MaximumMinReplicas", "need MinimumMinReplicas < MaximumMinReplicas <= MaximumMaxReplicas"
+        )
+    if not s.minimum_min_replicas < s.preferred_max_replicas < s.maximum_max_replicas:
+        raise InvalidPolicy(
+            "tortoise.PreferredMaxReplicas", "need MinimumMinReplicas < PreferredMaxReplicas < MaximumMaxReplicas"
+        )
+    if s.min_target > s.max_target:
+        raise InvalidPolicy("tortoise.MinimumTargetResourceUtilization", "is above MaximumTargetResourceUtilization")
+    if s.min_multiplier <= 0 or s.max_multiplier <= 0:
+        raise InvalidPolicy("tortoise.MinReplicasRecommendationMultiplier", "multipliers must be > 0")
 
 
 _SETTING_KEYS = frozenset(

@@ -71,6 +71,60 @@ def _resource_list(obj: object, where: str) -> dict[str, int]:
     return out
 
 
+def _resource_policy(spec: Mapping[str, Any]) -> dict[str, ContainerBounds]:
+    """``spec.resourcePolicy`` (Tortoise's ``ContainerResourcePolicy`` list): each container's
+    min/maxAllocatedResources, by container name."""
+    bounds: dict[str, ContainerBounds] = {}
+    raw_rp = spec.get("resourcePolicy") or []
+    if not isinstance(raw_rp, list):
+        raise InvalidPolicy("spec.resourcePolicy", "expected a list")
+    for i, item in enumerate(raw_rp):
+        w = f"spec.resourcePolicy[{i}]"
+        if not isinstance(item, Mapping):
+            raise InvalidPolicy(w, "expected an object")
+        cname = item.get("containerName")
+        if not isinstance(cname, str) or not cname:
+            raise InvalidPolicy(f"{w}.containerName", "required string is missing")
+        if cname in bounds:
+            raise InvalidPolicy(f"{w}.containerName", f"container {cname!r} is listed twice")
+        lo = _resource_list(item.get("minAllocatedResources"), f"{w}.minAllocatedResources")
+        hi = _resource_list(item.get("maxAllocatedResources"), f"{w}.maxAllocatedResources")
+        for res, v in lo.items():
+            if hi.get(res) and v > hi[res]:
+                raise InvalidPolicy(f"{w}.minAllocatedResources.{res}", "is above maxAllocatedResources")
+        bounds[cname] = ContainerBounds(cname, lo, hi)
+    return bounds
+
+
+def _autoscaling_policy(spec: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """``spec.autoscalingPolicy`` (Tortoise's ``ContainerAutoscalingPolicy`` list): each
+    container's resource: Off|Horizontal|Vertical, by container name."""
+    policies: dict[str, dict[str, str]] = {}
+    raw_ap = spec.get("autoscalingPolicy") or []
+    if not isinstance(raw_ap, list):
+        raise InvalidPolicy("spec.autoscalingPolicy", "expected a list")
+    for i, item in enumerate(raw_ap):
+        w = f"spec.autoscalingPolicy[{i}]"
+        if not isinstance(item, Mapping):
+            raise InvalidPolicy(w, "expected an object")
+        cname = item.get("containerName")
+        if not isinstance(cname, str) or not cname:
+            raise InvalidPolicy(f"{w}.containerName", "required string is missing")
+        if cname in policies:
+            raise InvalidPolicy(f"{w}.containerName", f"container {cname!r} is listed twice")
+        pol = item.get("policy") or {}
+        if not isinstance(pol, Mapping):
+            raise InvalidPolicy(f"{w}.policy", "expected an object of resource: Off|Horizontal|Vertical")
+        policies[cname] = {}
+        for res, t in pol.items():
+            if res not in RESOURCES:
+                raise InvalidPolicy(f"{w}.policy.{res}", "Tortoise scales cpu and memory only")
+            if t not in AUTOSCALING_TYPES:
+                raise InvalidPolicy(f"{w}.policy.{res}", f"{t!r} is not one of {', '.join(AUTOSCALING_TYPES)}")
+            policies[cname][str(res)] = str(t)
+    return policies
+
+
 def parse_spec(manifest: Mapping[str, Any], workload: WorkloadRef) -> TortoiseSpec:
     """Parse a ``Tortoise`` manifest, or raise :class:`InvalidPolicy` naming the field."""
     api = manifest.get("apiVersion")
@@ -99,49 +153,8 @@ def parse_spec(manifest: Mapping[str, Any], workload: WorkloadRef) -> TortoiseSp
     if deletion not in ("DeleteAll", "NoDelete"):
         raise InvalidPolicy("spec.deletionPolicy", f"{deletion!r} is not DeleteAll or NoDelete")
 
-    bounds: dict[str, ContainerBounds] = {}
-    raw_rp = spec.get("resourcePolicy") or []
-    if not isinstance(raw_rp, list):
-        raise InvalidPolicy("spec.resourcePolicy", "expected a list")
-    for i, item in enumerate(raw_rp):
-        w = f"spec.resourcePolicy[{i}]"
-        if not isinstance(item, Mapping):
-            raise InvalidPolicy(w, "expected an object")
-        cname = item.get("containerName")
-        if not isinstance(cname, str) or not cname:
-            raise InvalidPolicy(f"{w}.containerName", "required string is missing")
-        if cname in bounds:
-            raise InvalidPolicy(f"{w}.containerName", f"container {cname!r} is listed twice")
-        lo = _resource_list(item.get("minAllocatedResources"), f"{w}.minAllocatedResources")
-        hi = _resource_list(item.get("maxAllocatedResources"), f"{w}.maxAllocatedResources")
-        for res, v in lo.items():
-            if hi.get(res) and v > hi[res]:
-                raise InvalidPolicy(f"{w}.minAllocatedResources.{res}", "is above maxAllocatedResources")
-        bounds[cname] = ContainerBounds(cname, lo, hi)
-
-    policies: dict[str, dict[str, str]] = {}
-    raw_ap = spec.get("autoscalingPolicy") or []
-    if not isinstance(raw_ap, list):
-        raise InvalidPolicy("spec.autoscalingPolicy", "expected a list")
-    for i, item in enumerate(raw_ap):
-        w = f"spec.autoscalingPolicy[{i}]"
-        if not isinstance(item, Mapping):
-            raise InvalidPolicy(w, "expected an object")
-        cname = item.get("containerName")
-        if not isinstance(cname, str) or not cname:
-            raise InvalidPolicy(f"{w}.containerName", "required string is missing")
-        if cname in policies:
-            raise InvalidPolicy(f"{w}.containerName", f"container {cname!r} is listed twice")
-        pol = item.get("policy") or {}
-        if not isinstance(pol, Mapping):
-            raise InvalidPolicy(f"{w}.policy", "expected an object of resource: Off|Horizontal|Vertical")
-        policies[cname] = {}
-        for res, t in pol.items():
-            if res not in RESOURCES:
-                raise InvalidPolicy(f"{w}.policy.{res}", "Tortoise scales cpu and memory only")
-            if t not in AUTOSCALING_TYPES:
-                raise InvalidPolicy(f"{w}.policy.{res}", f"{t!r} is not one of {', '.join(AUTOSCALING_TYPES)}")
-            policies[cname][str(res)] = str(t)
+    bounds = _resource_policy(spec)
+    policies = _autoscaling_policy(spec)
     max_r = int_field(manifest, "spec.maxReplicas", None, minimum=1)
     behavior = get_path(spec, "horizontalPodAutoscalerBehavior")
     if behavior is not None and not isinstance(behavior, Mapping):

@@ -36,19 +36,7 @@ def fold_status(obj: Mapping[str, Any], status: dict[str, Any], obs: Observation
     horizontal = recs.setdefault("horizontal", {})
     rec = obs.inputs.get("recommended_replicas")
     if isinstance(rec, Mapping):
-        hour = datetime.fromtimestamp(int(obs.tick), UTC).hour
-        for key, field_ in (("min", "minReplicas"), ("max", "maxReplicas")):
-            value = as_int(rec.get(key))
-            if value is None:
-                continue
-            slots = horizontal.setdefault(field_, [])
-            slot = next((s for s in slots if s.get("from") == hour and "weekday" not in s), None)
-            if slot is None:
-                slot = {"from": hour, "to": hour + 1, "timezone": "UTC", "value": value, "updatedAt": when}
-                slots.append(slot)
-                slots.sort(key=lambda s: int(s.get("from") or 0))
-            elif slot.get("value") != value and when >= str(slot.get("updatedAt") or ""):
-                slot.update({"value": value, "updatedAt": when})
+        _replica_slots(horizontal, rec, obs.tick, when)
     targets = (obs.data.get("hpa") or {}).get("target_utilization") or {}
     if targets:
         per = horizontal.setdefault("targetUtilizations", [])
@@ -98,6 +86,24 @@ def fold_status(obj: Mapping[str, Any], status: dict[str, Any], obs: Observation
         set_condition(conditions, "FailedToReconcile", "True", "ApplyFailed", error, when)
     elif obs.applied and any(c.get("type") == "FailedToReconcile" for c in conditions):
         set_condition(conditions, "FailedToReconcile", "False", "Applied", "", when)
+
+
+def _replica_slots(horizontal: dict[str, Any], rec: Mapping[str, Any], tick: float, when: str) -> None:
+    """``recommendations.horizontal.minReplicas``/``maxReplicas``: the recommended min and max in
+    the hourly time slot of ``tick`` (upstream's ``ReplicasRecommendation`` list, one per slot)."""
+    hour = datetime.fromtimestamp(int(tick), UTC).hour
+    for key, field_ in (("min", "minReplicas"), ("max", "maxReplicas")):
+        value = as_int(rec.get(key))
+        if value is None:
+            continue
+        slots = horizontal.setdefault(field_, [])
+        slot = next((s for s in slots if s.get("from") == hour and "weekday" not in s), None)
+        if slot is None:
+            slot = {"from": hour, "to": hour + 1, "timezone": "UTC", "value": value, "updatedAt": when}
+            slots.append(slot)
+            slots.sort(key=lambda s: int(s.get("from") or 0))
+        elif slot.get("value") != value and when >= str(slot.get("updatedAt") or ""):
+            slot.update({"value": value, "updatedAt": when})
 
 
 STATUS = StatusShape(fold_status, conditions=("conditions", "tortoiseConditions"))
