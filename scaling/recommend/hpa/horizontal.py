@@ -142,6 +142,11 @@ _FAILED_REASON = {
 }
 
 
+#: The messages of two conditions ``reconcileAutoscaler`` sets.
+_GOT_SCALE = "the HPA controller was able to get the target's current scale"
+_SCALED_TO_ZERO = "scaling is disabled since the replica count of the target is zero"
+
+
 class _Conditions:
     """HPA status conditions; setting a type again replaces it (``setCondition``)."""
 
@@ -230,38 +235,13 @@ def recommend(
     in the result as the controller reports them.
     """
     cfg = cfg or HpaConfig()
-    if not (
-        type(min_replicas) is int
-        and type(max_replicas) is int
-        and type(current_replicas) is int
-        and type(status_replicas) is int
-        and 0 <= min_replicas <= MAX_INT32
-        and 1 <= max_replicas <= MAX_INT32
-        and 0 <= current_replicas <= MAX_INT32
-        and 0 <= status_replicas <= MAX_INT32
-    ):  # the common case in one test; else each check, for its message
-        _check_int(min_replicas, "min_replicas", 0)
-        _check_int(max_replicas, "max_replicas", 1)
-        _check_int(current_replicas, "current_replicas", 0)
-        _check_int(status_replicas, "status_replicas", 0)
-    if min_replicas > max_replicas:
-        raise ValueError(f"min_replicas: {min_replicas} is greater than max_replicas {max_replicas}")
-    # A float (the common case) skips the type tests, which build ``int | float`` on every call.
-    if (type(now) is not float and (isinstance(now, bool) or not isinstance(now, int | float))) or not math.isfinite(
-        now
-    ):
-        raise ValueError(f"now: must be a finite time, got {now!r}")
+    _check_arguments(min_replicas, max_replicas, current_replicas, status_replicas, now)
     metric_specs, rules = _parsed_spec(spec_metrics, behavior)
 
-    new_state = state.copy()
-    # HPA: recordInitialRecommendation -- the first sight of an HPA seeds its history.
-    if not new_state.recommendations:
-        new_state.recommendations.append((current_replicas, float(now)))
+    new_state = _record_initial_recommendation(state.copy(), current_replicas, float(now))
 
     conditions = _Conditions()
-    conditions.set(
-        "AbleToScale", "True", "SucceededGetScale", "the HPA controller was able to get the target's current scale"
-    )
+    conditions.set("AbleToScale", "True", "SucceededGetScale", _GOT_SCALE)
     per_metric: list[tuple[str, int | str]] = []
     statuses: list[dict[str, Any]] = []
     metric_replicas: int | None = None
@@ -273,12 +253,7 @@ def recommend(
     if current_replicas == 0 and min_replicas != 0:
         # Autoscaling is off for a target scaled to zero by hand (reference 1.1 step 4).
         rescale = False
-        conditions.set(
-            "ScalingActive",
-            "False",
-            "ScalingDisabled",
-            "scaling is disabled since the replica count of the target is zero",
-        )
+        conditions.set("ScalingActive", "False", "ScalingDisabled", _SCALED_TO_ZERO)
     elif current_replicas > max_replicas:
         reason = "Current number of replicas above Spec.MaxReplicas"
         desired = max_replicas
@@ -295,49 +270,17 @@ def recommend(
             spec_replicas=current_replicas,
             status_replicas=status_replicas,
         )
-        replicas, metric_name, invalid = _compute_for_metrics(ctx, metric_specs, per_metric, statuses, conditions)
-        if invalid:
-            # All metrics invalid, or some invalid and the rest would scale down: no scaling
-            # this round and no stabilization either (reference 1.6).
+        found = _desired_from_metrics(
+            ctx, metric_specs, rules, new_state, conditions, per_metric, statuses, min_replicas, max_replicas
+        )
+        if found is None:  # the metrics are invalid: no scaling this round, no stabilization (reference 1.6)
             unchanged = (current_replicas, conditions.as_list(), per_metric, statuses, None, None, "")
-            result = _new_tuple(HpaResult, unchanged)
-            return result, new_state
-        metric_replicas = replicas
-        rescale_metric = ""
-        if replicas > desired:
-            desired = replicas
-            rescale_metric = metric_name
-        if desired > current_replicas:
-            reason = f"{rescale_metric} above target"
-        if desired < current_replicas:
-            reason = "All metrics below target"
-        if rules is None:
-            desired, stabilized = _normalize_legacy(
-                new_state, conditions, current_replicas, desired, min_replicas, max_replicas, float(now), cfg
-            )
-        else:
-            desired, stabilized = _normalize_with_behavior(
-                new_state, conditions, rules, current_replicas, desired, min_replicas, max_replicas, float(now), cfg
-            )
+            return _new_tuple(HpaResult, unchanged), new_state
+        desired, metric_replicas, stabilized, reason = found
         rescale = desired != current_replicas
 
     if rescale:
-        conditions.set(
-            "AbleToScale",
-            "True",
-            "SucceededRescale",
-            f"the HPA controller was able to update the target scale to {desired}",
-        )
-        # HPA: storeScaleEvent -- only with behavior, only after an actual rescale (reference 1.9.4).
-        if rules is not None:
-            if desired > current_replicas:
-                new_state.scale_up_events = store_scale_event(
-                    new_state.scale_up_events, desired - current_replicas, float(now), rules.scale_up.longest_period
-                )
-            else:
-                new_state.scale_down_events = store_scale_event(
-                    new_state.scale_down_events, current_replicas - desired, float(now), rules.scale_down.longest_period
-                )
+        _record_rescale(new_state, conditions, rules, current_replicas, desired, float(now))
     else:
         desired = current_replicas
         reason = ""
@@ -347,6 +290,100 @@ def recommend(
     fields = (desired, conditions.as_list(), per_metric, statuses, metric_replicas, stabilized, reason)
     result = _new_tuple(HpaResult, fields)
     return result, new_state
+
+
+def _record_initial_recommendation(state: HpaState, current: int, now: float) -> HpaState:
+    """HPA ``recordInitialRecommendation``: the first sight of an HPA seeds its history."""
+    if not state.recommendations:
+        state.recommendations.append((current, now))
+    return state
+
+
+def _check_arguments(min_replicas: int, max_replicas: int, current: int, status: int, now: float) -> None:
+    """:func:`recommend`'s arguments, each named in the ``ValueError`` of a bad one."""
+    if not (
+        type(min_replicas) is int
+        and type(max_replicas) is int
+        and type(current) is int
+        and type(status) is int
+        and 0 <= min_replicas <= MAX_INT32
+        and 1 <= max_replicas <= MAX_INT32
+        and 0 <= current <= MAX_INT32
+        and 0 <= status <= MAX_INT32
+    ):  # the common case in one test; else each check, for its message
+        _check_int(min_replicas, "min_replicas", 0)
+        _check_int(max_replicas, "max_replicas", 1)
+        _check_int(current, "current_replicas", 0)
+        _check_int(status, "status_replicas", 0)
+    if min_replicas > max_replicas:
+        raise ValueError(f"min_replicas: {min_replicas} is greater than max_replicas {max_replicas}")
+    # A float (the common case) skips the type tests, which build ``int | float`` on every call.
+    if (type(now) is not float and (isinstance(now, bool) or not isinstance(now, int | float))) or not math.isfinite(
+        now
+    ):
+        raise ValueError(f"now: must be a finite time, got {now!r}")
+
+
+def _desired_from_metrics(
+    ctx: Ctx,
+    metric_specs: Sequence[MetricSpec],
+    rules: Behavior | None,
+    state: HpaState,
+    conditions: _Conditions,
+    per_metric: list[tuple[str, int | str]],
+    statuses: list[dict[str, Any]],
+    min_replicas: int,
+    max_replicas: int,
+) -> tuple[int, int, int, str] | None:
+    """``reconcileAutoscaler``'s default case (reference 1.1): ``computeReplicasForMetrics``, then
+    ``normalizeDesiredReplicas`` or ``normalizeDesiredReplicasWithBehaviors``: (desired, the
+    metrics' proposal, the stabilized one, the rescale reason), or ``None`` when the metrics are
+    invalid (all of them, or some and the rest would scale down; ``state`` is then left as it is)."""
+    current_replicas = ctx.spec_replicas
+    replicas, metric_name, invalid = _compute_for_metrics(ctx, metric_specs, per_metric, statuses, conditions)
+    if invalid:
+        return None
+    desired = 0
+    reason = ""
+    rescale_metric = ""
+    if replicas > desired:
+        desired = replicas
+        rescale_metric = metric_name
+    if desired > current_replicas:
+        reason = f"{rescale_metric} above target"
+    if desired < current_replicas:
+        reason = "All metrics below target"
+    if rules is None:
+        desired, stabilized = _normalize_legacy(
+            state, conditions, current_replicas, desired, min_replicas, max_replicas, ctx.now, ctx.cfg
+        )
+    else:
+        desired, stabilized = _normalize_with_behavior(
+            state, conditions, rules, current_replicas, desired, min_replicas, max_replicas, ctx.now, ctx.cfg
+        )
+    return desired, replicas, stabilized, reason
+
+
+def _record_rescale(
+    state: HpaState, conditions: _Conditions, rules: Behavior | None, current: int, desired: int, now: float
+) -> None:
+    """After a rescale: the AbleToScale condition, and ``storeScaleEvent`` (only with behavior,
+    only after an actual rescale; reference 1.9.4)."""
+    conditions.set(
+        "AbleToScale",
+        "True",
+        "SucceededRescale",
+        f"the HPA controller was able to update the target scale to {desired}",
+    )
+    if rules is not None:
+        if desired > current:
+            state.scale_up_events = store_scale_event(
+                state.scale_up_events, desired - current, now, rules.scale_up.longest_period
+            )
+        else:
+            state.scale_down_events = store_scale_event(
+                state.scale_down_events, current - desired, now, rules.scale_down.longest_period
+            )
 
 
 def _compute_for_metrics(

@@ -304,6 +304,57 @@ def _no_pods() -> MetricError:
     return MetricError("no pods returned by selector while calculating replica count")
 
 
+def _one_pass_replicas(ctx: Ctx, resource: str, target: int) -> tuple[int, int, int] | None:
+    """:func:`resource_utilization_replicas` for the common tick, in one pass; ``None`` for any
+    other tick, which goes the general way."""
+    current = ctx.spec_replicas
+    tol = ctx.tolerances
+    pods = ctx.pods
+    inputs = ctx.inputs
+    usage = inputs.pod_usage
+    # The common tick in one pass (the "common tick" of resource_utilization_replicas, without
+    # building the per-pod metrics or the groups): a plain pod list whose pods are exactly the pods with samples,
+    # each one container holding the resource as an integer, the template's requests for all.
+    # Then no pod is put aside (for CPU the latest start is past the initialization period),
+    # the metrics are those integers and the sums of GetResourceUtilizationRatio their total
+    # and n x the one request.  Anything else goes the general way.
+    plain = _plain_pods(pods)
+    if (
+        plain is not None
+        and usage.keys() == plain[0]
+        and (resource != "cpu" or (plain[1] is not None and not plain[1] + ctx.cfg.cpu_initialization_period > ctx.now))
+    ):
+        total = 0
+        for containers in usage.values():
+            if len(containers) != 1:
+                break
+            for res in containers.values():
+                value = res.get(resource)
+            if type(value) is not int:
+                break
+            total += value
+        else:
+            n = len(usage)
+            scale = 1 if resource == "cpu" else 1000  # _resource_scale, inline
+            first = _pod_requests_of(pods[0].name, inputs.container_requests, resource, "", scale)
+            total *= scale
+            requests_total = first * n
+            if requests_total <= 0 or total < 0:  # _utilization_of raises for no requests
+                ratio, utilization, raw = _utilization_of(total, requests_total, n, target)
+            else:
+                # _utilization_of and Tolerances.is_within, inline: positive and non-negative
+                # integers, so Go's truncating division is Python's floor division here.
+                utilization = total * 100 // requests_total
+                if utilization > MAX_INT32:
+                    raise MetricError(f"resource utilization {utilization} is outside the int32 range")
+                ratio = float(utilization) / float(target)
+                raw = total // n
+            if (1.0 - tol.scale_down) <= ratio <= (1.0 + tol.scale_up):
+                return current, utilization, raw
+            return ceil_int32(ratio * float(n)), utilization, raw
+    return None
+
+
 def resource_utilization_replicas(ctx: Ctx, spec: MetricSpec) -> tuple[int, int, int]:
     """``GetResourceReplicas`` (reference 1.2 Utilization, 1.5): (replicas, utilization %, raw)."""
     assert spec.average_utilization is not None
@@ -312,52 +363,10 @@ def resource_utilization_replicas(ctx: Ctx, spec: MetricSpec) -> tuple[int, int,
     tol = ctx.tolerances
     pods = ctx.pods
     inputs = ctx.inputs
-    usage = inputs.pod_usage
-    if pods and usage and not spec.container and not inputs.pod_requests:
-        # The common tick in one pass (the "common tick" below, without building the per-pod
-        # metrics or the groups): a plain pod list whose pods are exactly the pods with samples,
-        # each one container holding the resource as an integer, the template's requests for all.
-        # Then no pod is put aside (for CPU the latest start is past the initialization period),
-        # the metrics are those integers and the sums of GetResourceUtilizationRatio their total
-        # and n x the one request.  Anything else goes the general way.
-        plain = _plain_pods(pods)
-        resource = spec.name
-        if (
-            plain is not None
-            and usage.keys() == plain[0]
-            and (
-                resource != "cpu"
-                or (plain[1] is not None and not plain[1] + ctx.cfg.cpu_initialization_period > ctx.now)
-            )
-        ):
-            total = 0
-            for containers in usage.values():
-                if len(containers) != 1:
-                    break
-                for res in containers.values():
-                    value = res.get(resource)
-                if type(value) is not int:
-                    break
-                total += value
-            else:
-                n = len(usage)
-                scale = 1 if resource == "cpu" else 1000  # _resource_scale, inline
-                first = _pod_requests_of(pods[0].name, inputs.container_requests, resource, "", scale)
-                total *= scale
-                requests_total = first * n
-                if requests_total <= 0 or total < 0:  # _utilization_of raises for no requests
-                    ratio, utilization, raw = _utilization_of(total, requests_total, n, target)
-                else:
-                    # _utilization_of and Tolerances.is_within, inline: positive and non-negative
-                    # integers, so Go's truncating division is Python's floor division here.
-                    utilization = total * 100 // requests_total
-                    if utilization > MAX_INT32:
-                        raise MetricError(f"resource utilization {utilization} is outside the int32 range")
-                    ratio = float(utilization) / float(target)
-                    raw = total // n
-                if (1.0 - tol.scale_down) <= ratio <= (1.0 + tol.scale_up):
-                    return current, utilization, raw
-                return ceil_int32(ratio * float(n)), utilization, raw
+    if pods and inputs.pod_usage and not spec.container and not inputs.pod_requests:
+        found = _one_pass_replicas(ctx, spec.name, target)
+        if found is not None:
+            return found
     metrics = resource_pod_metrics(ctx, spec.name, spec.container)
     if not ctx.pods:
         raise _no_pods()
