@@ -29,10 +29,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from scaling.events import WorkloadRef
 from scaling.outcome import Outcome, View
-from scaling.policies import Bounds, Policy
-from scaling.policies.templates import HpaTemplate, VpaTemplate
+from scaling.policies import Policy
+from scaling.policies.delegating import DelegatingPolicy
 
 __all__ = ["ANNOTATION", "HoltWinters", "baseline_of"]
 
@@ -54,11 +53,12 @@ def baseline_of(manifest: Mapping[str, Any]) -> str | None:
     return value if isinstance(value, str) else None
 
 
-class HoltWinters:
-    """``inner``'s replicas raised to a Holt-Winters prediction of them (module docstring)."""
+class HoltWinters(DelegatingPolicy):
+    """``inner``'s replicas raised to a Holt-Winters prediction of them (module docstring); everything
+    but :meth:`decide` is the inner policy's (:class:`~scaling.policies.delegating.DelegatingPolicy`)."""
 
     def __init__(self, inner: Policy, period: float = 86400.0, horizon: float = HORIZON) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.horizon = horizon
         #: Slots of a season (one observation a :data:`INTERVAL`, PHPA's interval).
         self.m = max(1, round(period / INTERVAL))
@@ -68,27 +68,6 @@ class HoltWinters:
         self.season: list[float] = []
         self.level = 0.0
         self.trend = 0.0
-
-    @property
-    def kind(self) -> str:
-        return self.inner.kind
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def workload(self) -> WorkloadRef:
-        return self.inner.workload
-
-    def bounds(self) -> Bounds:
-        return self.inner.bounds()
-
-    def hpa_template(self, memory: Mapping[str, Any]) -> HpaTemplate | None:
-        return self.inner.hpa_template(memory)
-
-    def vpa_template(self) -> VpaTemplate | None:
-        return self.inner.vpa_template()
 
     def decide(self, view: View, memory: dict[str, Any]) -> Outcome:
         out = self.inner.decide(view, memory)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gzip
 import json
 import math
 import random
@@ -28,6 +29,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -38,7 +40,11 @@ from analysis.traces import STEP, Mapping, demand_lines, write_lines
 ROOT = Path(__file__).resolve().parents[1]
 MONDAY = 1_762_732_800  # 2025-11-10T00:00:00Z
 DAYS = 14
+#: The bundled example's ``web`` policies (examples/simulate/<name>.yaml) evaluated by default;
+#: ``--policies`` adds ``tortoise`` and ``custom-hpa``.
 POLICIES = ("horizontal", "hvpa")
+#: Each policy as it is, with ``spec.predictive: {}`` and with the Holt-Winters baseline.
+VARIANTS = ("", "-predictive", "-holt-winters")
 
 
 def daily(t: float, rng: random.Random) -> float:
@@ -79,12 +85,12 @@ def generate(path: Path, rate: Callable[[float, random.Random], float], seed: in
     write_lines(path, demand_lines([piece], Mapping(), ["web"], 20.0))
 
 
-def policy_files(out: Path) -> list[Path]:
+def policy_files(out: Path, policies: tuple[str, ...] = POLICIES, variants: tuple[str, ...] = VARIANTS) -> list[Path]:
     files = []
-    for name in POLICIES:
+    for name in policies:
         docs = [d for d in yaml.safe_load_all((ROOT / "examples/simulate" / f"{name}.yaml").read_text())]
         docs = [d for d in docs if d["metadata"]["name"] == "web"]
-        for variant in ("", "-predictive", "-holt-winters"):
+        for variant in variants:
             vd = copy.deepcopy(docs)
             for d in vd:
                 if variant == "-predictive":
@@ -97,13 +103,66 @@ def policy_files(out: Path) -> list[Path]:
     return files
 
 
+def gates(stream: Path, per_pod: float = 0.3, horizon: float = 75.0) -> dict[str, Any]:
+    """Why ``spec.predictive`` does (not) act on a trace, without the closed loop: the trace's CPU
+    demand as the HPA's load (cores / ``per_pod``: the example's 500m request at 60 %) through the
+    forecaster minute by minute, with the default gates; per gate the share of minutes, and the
+    forecast's error ``horizon`` ahead where the load rises by 10 % or more within it."""
+    from scaling.forecast import LoadProfile
+
+    demand: list[tuple[float, float]] = []
+    with gzip.open(stream, "rt") as f:
+        for line in f:
+            e = json.loads(line)
+            if e.get("type") == "metric":
+                cpu = sum(s.get("cpu", 0.0) for s in e["samples"] if "container" in s)
+                demand.append((float(e["ts"]), cpu / per_pod))
+    profile = LoadProfile()
+    counts: dict[str, int] = {}
+    ramps: list[float] = []
+    at = {ts: load for ts, load in demand}
+    for ts, load in demand:
+        profile.observe(ts, load)
+        f = profile.forecast(ts + horizon) if profile.history(ts) >= 86400 else None
+        if profile.history(ts) < 86400:
+            gate = "TooLittleHistory"
+        elif f is None:
+            gate = "NoProfile"
+        elif f.error is None:
+            gate = "ErrorNotMeasured"
+        elif f.error > 25:
+            gate = "ErrorTooLarge"
+        elif f.versus_naive is not None and f.versus_naive > 1.0:
+            gate = "NoBetterThanNaive"
+        else:
+            gate = "Open"
+        counts[gate] = counts.get(gate, 0) + 1
+        ahead = at.get(ts + 60 * math.ceil(horizon / 60))
+        if f is not None and ahead is not None and ahead >= 1.1 * load and ahead > 0 and gate != "TooLittleHistory":
+            ramps.append((f.load - ahead) / ahead)
+    total = sum(counts.values())
+    ramps.sort()
+    return {
+        "minutes": total,
+        "gates": {k: round(v / total * 100, 1) for k, v in sorted(counts.items())},
+        "rises": len(ramps),
+        "rise_error_median_percent": round(ramps[len(ramps) // 2] * 100, 1) if ramps else None,
+        "rises_foreseen_percent": round(sum(1 for r in ramps if r >= -0.05) / len(ramps) * 100, 1) if ramps else None,
+    }
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, default=Path("/tmp/tandem-predictive"))
     p.add_argument("--delay", type=float, default=30.0, help="pod start-up seconds (tandem simulate --delay)")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--traces", default="daily,weekly,patternless,online-retail,bikeshare")
+    p.add_argument("--policies", default=",".join(POLICIES), help="of horizontal, hvpa, tortoise, custom-hpa")
+    p.add_argument("--variants", default=",".join(v.lstrip("-") or "reactive" for v in VARIANTS))
+    p.add_argument("--gates", action="store_true", help="only print, per trace, why the forecaster acts or not")
     args = p.parse_args()
+    policies = tuple(args.policies.split(","))
+    variants = tuple("" if v == "reactive" else f"-{v}" for v in args.variants.split(","))
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     streams: dict[str, Path] = {}
@@ -121,7 +180,11 @@ def main() -> int:
                 cmd = [sys.executable, "bench/traces.py", "convert", name, str(path), "--days", str(DAYS)]
                 subprocess.run([*cmd, "--start", start], check=True, cwd=ROOT)
         streams[name] = path
-    files = policy_files(out)
+    if args.gates:
+        for name, stream in streams.items():
+            print(name, json.dumps(gates(stream)))
+        return 0
+    files = policy_files(out, policies, variants)
     print("| trace | policy | CPU core-h | CPU short core-h | h > requests | replica chg | cost | shortfall |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, stream in streams.items():
@@ -134,9 +197,9 @@ def main() -> int:
         subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
         took = time.perf_counter() - t0
         rows = {r["policy"]: r for r in json.loads(result.read_text()) if r["workload"] != "(all)"}
-        for policy in POLICIES:
+        for policy in policies:
             base = rows[policy]
-            for variant in ("", "-predictive", "-holt-winters"):
+            for variant in variants:
                 r = rows[policy + variant]
                 cost = _delta(r["cpu_core_hours"], base["cpu_core_hours"])
                 short = _delta(r["cpu_shortfall_core_hours"], base["cpu_shortfall_core_hours"])

@@ -7,6 +7,9 @@ own results, this module computes
   the fold of the kind's registry descriptor (``PolicyKind.status``, written beside the kind:
   ``scaling/policies/<kind>/status.py``); a kind without one gets no status;
 
+* on every kind with ``spec.predictive``, ``status.predictive``: the forecaster's latest pre-scale
+  and why it does not act otherwise (:func:`scaling.policies.status.fold_predictive`);
+
 * on every kind, the HPA's ``ScalingActive`` condition False with reason ``AmbiguousPolicy`` while
   other policies target the workload too (:func:`ambiguity_message` names them), True again at the
   policy's next other report;
@@ -32,7 +35,7 @@ from typing import Any
 
 from scaling.outcome import AMBIGUOUS_POLICY
 from scaling.policies.registry import find
-from scaling.policies.status import Observation, rfc3339, set_condition
+from scaling.policies.status import Observation, fold_predictive, rfc3339, set_condition
 from schemas.words import held_back, outcome_sentences, policy_phrase, sentence
 
 __all__ = [
@@ -112,6 +115,7 @@ def fold_status(obj: Mapping[str, Any], observations: list[Observation]) -> dict
     for obs in sorted(observations, key=lambda o: o.tick):
         shape.fold(obj, status, replace(obs, words=held_back))  # held-back changes in tandem's words
         _scaling_active(obj, status, obs, shape.conditions)
+        fold_predictive(status, obs)  # status.predictive, every kind alike (spec.predictive)
     return status
 
 

@@ -294,12 +294,18 @@ class LoadProfile:
         own = self.seasonal_slot(int(at // SLOT))
         if own is not None and own[0] > value:
             value, basis, periods = own
+        error, versus = self.quality()
+        return Forecast(value * self.level / _ONE, at, basis, periods, error, versus)
+
+    def quality(self) -> tuple[float | None, float | None]:
+        """(the recent error in percent, the error over the naive forecast's) as :class:`Forecast`
+        has them: ``None`` for what is not measured yet."""
         error = None if self.error == EMPTY else self.error / 10
         _, profile_err, naive_err, scored = self.naive
         versus: float | None = None
         if scored >= SKILL_MIN:
             versus = profile_err / naive_err if naive_err > 0 else (0.0 if profile_err == 0 else math.inf)
-        return Forecast(value * self.level / _ONE, at, basis, periods, error, versus)
+        return error, versus
 
     # --- serialisation -----------------------------------------------------------------------
 

@@ -162,6 +162,9 @@ def describe_inputs(inputs: Mapping[str, Any]) -> list[str]:
                 f"a forecast load of {value['load']} replicas {value.get('horizon')} s ahead "
                 f"(the policy alone asked {value.get('reactive_replicas')})"
             )
+        elif key == "predictive" and isinstance(value, Mapping) and "message" in value:
+            # spec.predictive on a tick it did not pre-scale: why not.
+            out.append(f"a forecaster that did not pre-scale ({value['message']})")
         else:
             shown = value if isinstance(value, str | int | float) else orjson.dumps(value).decode()
             out.append(f"{key.replace('_', ' ')} {shown}")

@@ -361,6 +361,34 @@ PREDICTIVE = _obj(
 )
 
 
+#: ``status.predictive`` (``scaling.policies.status.fold_predictive``), the same on every kind: the
+#: CRDs declare it in their otherwise open ``status`` (``schemas/generate.py``).  Decimals are text.
+PREDICTIVE_STATUS = _obj(
+    "spec.predictive: the forecaster at the policy's latest decision or report, and its latest pre-scale",
+    reason=Leaf(
+        "string",
+        "PreScaled, or why it did not pre-scale: TooLittleHistory, NoProfile, ErrorNotMeasured, ErrorTooLarge, "
+        "NoBetterThanNaive, WithinReactive or Capped",
+    ),
+    message=Leaf("string", "the same in words, as tandem audit explain says it"),
+    historyHours=Leaf("string", "hours of load history behind the forecast (at most 672)"),
+    recentErrorPercent=Leaf("string", "the forecaster's recent error in percent; absent while not measured"),
+    versusNaive=Leaf(
+        "string",
+        'its error over the last day divided by that of "as the slot before"; it acts only at 1 or below',
+    ),
+    lastPreScale=_obj(
+        "the latest pre-scale",
+        time=Leaf("string", "the tick of the decision (event time, RFC 3339)"),
+        replicas=Leaf("integer", "the replicas (or the HPA's minReplicas) it pre-scaled to"),
+        requests=Map(Map(STR), "requests raised while replicas were capped at maxReplicas: container, resource"),
+        forecast=Leaf("string", "the forecast load, in replicas"),
+        forecastTime=Leaf("string", "the time the forecast is for (RFC 3339)"),
+    ),
+    lastUpdateTime=Leaf("string", "the tick this part was last written at (event time, RFC 3339)"),
+)
+
+
 def with_common_fields(spec: Obj) -> Obj:
     """A kind's ``spec`` with the sections every kind has (``predictive``)."""
     if "predictive" in spec.fields:

@@ -38,13 +38,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import InvalidPolicy
-from ..events import WorkloadRef
 from ..forecast import Forecast, LoadProfile, load_of
 from ..outcome import Outcome, View
+from ..quantity import format_quantity
 from .base import Policy, duration_field, get_path, int_field
 from .bounds import Bounds
+from .delegating import DelegatingPolicy
 from .fields import PREDICTIVE
-from .templates import HpaTemplate, VpaTemplate
 
 __all__ = ["KEY", "PREDICTIVE_FIELDS", "Predictive", "PredictiveSpec", "parse_predictive", "with_predictive"]
 
@@ -64,6 +64,19 @@ _UNREADY = 64
 #: forecast's ("as the slot before"): on a load without a pattern the two are close or the naive
 #: one wins (scaling/forecast.py), and a pre-scale would only add cost.
 NAIVE_MARGIN = 1.0
+
+#: A raise of the requests that holds: ``{container: {resource: (before, raised to)}}`` (milli-units).
+Raised = dict[str, dict[str, tuple[int, int]]]
+
+#: Why a tick is not pre-scaled (``inputs.predictive.reason``, the status's ``predictive.reason``).
+TOO_LITTLE_HISTORY = "TooLittleHistory"
+NO_PROFILE = "NoProfile"
+ERROR_NOT_MEASURED = "ErrorNotMeasured"
+ERROR_TOO_LARGE = "ErrorTooLarge"
+NO_BETTER_THAN_NAIVE = "NoBetterThanNaive"
+WITHIN_REACTIVE = "WithinReactive"
+CAPPED = "Capped"
+
 
 #: The fields of ``spec.predictive``, the same for every kind (declared in ``fields.py``, which adds
 #: them to each kind's ``spec``: the unknown-field check, the policy schema and the CRDs know them).
@@ -109,39 +122,15 @@ def with_predictive(policy: Policy, manifest: Mapping[str, Any]) -> Policy:
     return policy if spec is None else Predictive(policy, spec)
 
 
-class Predictive:
-    """A policy of any kind, scaled up ahead of its forecast load (module docstring)."""
-
-    __slots__ = ("_live", "inner", "spec")
+class Predictive(DelegatingPolicy):
+    """A policy of any kind, scaled up ahead of its forecast load (module docstring); everything
+    but :meth:`decide` is the inner policy's (:class:`~scaling.policies.delegating.DelegatingPolicy`)."""
 
     def __init__(self, inner: Policy, spec: PredictiveSpec) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.spec = spec
         #: (the ``memory[KEY]["profile"]`` value written last, its decoded profile): saves decoding per tick.
         self._live: tuple[object, LoadProfile] | None = None
-
-    # --- the Policy protocol, delegated -----------------------------------------------------
-
-    @property
-    def kind(self) -> str:
-        return self.inner.kind
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def workload(self) -> WorkloadRef:
-        return self.inner.workload
-
-    def bounds(self) -> Bounds:
-        return self.inner.bounds()
-
-    def hpa_template(self, memory: Mapping[str, Any]) -> HpaTemplate | None:
-        return self.inner.hpa_template(memory)
-
-    def vpa_template(self) -> VpaTemplate | None:
-        return self.inner.vpa_template()
 
     # --- the decision -------------------------------------------------------------------------
 
@@ -152,20 +141,31 @@ class Predictive:
             mine = {}
         profile = self._profile(mine.get("profile"))
         startups, unready = _startups(view, mine)
+        raised = _raised(view, mine.get("raised"))
         hpa = view.hpa
         if hpa is not None:
             current = hpa.current_replicas if hpa.current_replicas is not None else view.spec.replicas
             load = load_of(current, hpa.metrics, hpa.current_metrics)
             if load is None:  # an HPA event without its metrics: its desired replicas, rounded already
                 load = float(hpa.desired_replicas)
-            profile.observe(view.tick, load)
+            # While its own raise of the requests holds, the pods are larger than those the profile
+            # learnt from: the load in pods of the size before the raise.
+            profile.observe(view.tick, load * _size_after_raise(view, raised))
+        else:
+            load = _own_metric_load(out.inputs)
+            if load is not None:
+                profile.observe(view.tick, load)
         written = profile.to_dict()
-        memory[KEY] = {"profile": written, "startups": startups, "unready": unready}
         self._live = (written, profile)
         horizon = self.spec.horizon
         if horizon is None:
             horizon = (max(startups) if startups else DEFAULT_STARTUP) + float(view.settings.get("sync_period", 15.0))
-        return self._prescale(view, out, profile, horizon)
+        out, raised = self._prescale(view, out, profile, horizon, raised)
+        mine = {"profile": written, "startups": startups, "unready": unready}
+        if raised:  # JSON-safe: lists, not tuples
+            mine["raised"] = {c: {r: [b, t] for r, (b, t) in res.items()} for c, res in raised.items()}
+        memory[KEY] = mine
+        return out
 
     def _profile(self, stored: object) -> LoadProfile:
         live = self._live
@@ -178,16 +178,32 @@ class Predictive:
                 pass  # a state from another version: start again
         return LoadProfile()
 
-    def _prescale(self, view: View, out: Outcome, profile: LoadProfile, horizon: float) -> Outcome:
+    def _prescale(
+        self, view: View, out: Outcome, profile: LoadProfile, horizon: float, raised: Raised
+    ) -> tuple[Outcome, Raised]:
+        """The kind's outcome raised ahead of the forecast, and the requests raise that holds after
+        it; or the kind's outcome, with why nothing was raised (:func:`_held`)."""
         spec = self.spec
-        if profile.history(view.tick) < spec.min_history:
-            return out
+        history = profile.history(view.tick)
+        if history < spec.min_history:
+            why = f"{_hours(history)} of history, minHistory is {_hours(spec.min_history)}"
+            return _held(view, out, profile, history, TOO_LITTLE_HISTORY, why, raised)
         forecast = profile.forecast(view.tick + horizon)
-        if forecast is None or forecast.error is None or forecast.error > spec.max_error_percent:
-            return out
+        if forecast is None:
+            why = "no history yet at the time of day it would forecast"
+            return _held(view, out, profile, history, NO_PROFILE, why, raised)
+        if forecast.error is None:
+            why = "its recent error is not measured yet (a 15-minute slot it forecast has to end first)"
+            return _held(view, out, profile, history, ERROR_NOT_MEASURED, why, raised)
+        if forecast.error > spec.max_error_percent:
+            why = f"recent error {forecast.error:g} % is above maxErrorPercent {spec.max_error_percent} %"
+            return _held(view, out, profile, history, ERROR_TOO_LARGE, why, raised)
         if forecast.versus_naive is not None and forecast.versus_naive > NAIVE_MARGIN:
-            return out  # no pattern the profile knows: the reactive rule alone
-        want = math.ceil(round(forecast.load, 2))
+            why = (
+                f"over the last day its error is {forecast.versus_naive:.2f} times that of "
+                '"as the slot before": no pattern it knows'
+            )
+            return _held(view, out, profile, history, NO_BETTER_THAN_NAIVE, why, raised)
         min_pair = out.hpa.get("min_replicas")
         if isinstance(min_pair, tuple) and min_pair[1] is not None:
             reactive = int(min_pair[1])
@@ -196,42 +212,272 @@ class Predictive:
         else:
             reactive = view.spec.replicas
         if forecast.load <= reactive * (1 + TOLERANCE):
-            return out  # within the HPA's tolerance of what the kind asks: no change, as the HPA
+            # within the HPA's tolerance of what the kind asks: no change, as the HPA
+            why = (
+                f"the forecast of {forecast.load:.1f} at {_clock(forecast.at)} is within the {reactive} replicas asked"
+            )
+            return _held(view, out, profile, history, WITHIN_REACTIVE, why, raised)
+        bounds = self.inner.bounds()
         cap = math.ceil(reactive * (100 + spec.max_prescale_percent) / 100)
-        top = self.inner.bounds().max_replicas
+        top = bounds.max_replicas
+        want = math.ceil(round(forecast.load, 2))
         want = min(want, cap, top) if top is not None else min(want, cap)
-        if want <= reactive:
-            return out
-        if isinstance(min_pair, tuple):
-            hpa = {**out.hpa, "min_replicas": (min_pair[0], want)}
-            replicas = out.replicas
-            if replicas is not None and replicas < want:
+        requests: dict[str, dict[str, int]] = {}
+        if top is not None and forecast.load > top * (1 + TOLERANCE):
+            requests = _requests_ahead(view, out, bounds, forecast.load / top, spec.max_prescale_percent, raised)
+        if want <= reactive and not requests:
+            why = f"replicas are capped at maxReplicas {top} and no request can be raised"
+            return _held(view, out, profile, history, CAPPED, why, raised)
+        replicas, hpa = out.replicas, out.hpa
+        reasons = list(out.reasons)
+        if want > reactive:
+            if isinstance(min_pair, tuple):
+                hpa = {**out.hpa, "min_replicas": (min_pair[0], want)}
+                if replicas is not None and replicas < want:
+                    replicas = want
+            else:
                 replicas = want
-        else:
-            hpa, replicas = out.hpa, want
-            if want == view.spec.replicas:
-                replicas = None if out.replicas is None else want
-        return Outcome(
-            replicas,
-            out.requests,
+                if want == view.spec.replicas:
+                    replicas = None if out.replicas is None else want
+            reasons.append(explain(want, forecast))
+        now_raised: Raised = {}
+        out_requests = out.requests
+        if requests:
+            out_requests = {c: dict(r) for c, r in out.requests.items()}
+            for cname, res in requests.items():
+                for r, milli in res.items():
+                    out_requests.setdefault(cname, {})[r] = milli
+                    base = raised.get(cname, {}).get(r, (_request(view, cname, r), 0))[0]
+                    now_raised.setdefault(cname, {})[r] = (base, milli)
+            reasons.append(explain_requests(requests, forecast, top or 0))
+        # a raise of the requests no longer asked for goes back (it was the kind's value before)
+        for cname, res2 in raised.items():
+            for r, (base, _to) in res2.items():
+                if (
+                    r not in now_raised.get(cname, {})
+                    and r not in out.requests.get(cname, {})
+                    and _request(view, cname, r) != base
+                ):
+                    if out_requests is out.requests:
+                        out_requests = {c: dict(v) for c, v in out.requests.items()}
+                    out_requests.setdefault(cname, {})[r] = base
+                    reasons.append(explain_taken_back(cname, r, base))
+        inputs = forecast_inputs(forecast, reactive, horizon, history)
+        inputs["replicas"] = want if want > reactive else None
+        if requests:
+            inputs["requests"] = requests
+        return (
+            Outcome(
+                replicas,
+                out_requests,
+                out.limits,
+                hpa,
+                list(out.blocked),
+                reasons,
+                {**out.inputs, "forecast": inputs},
+                out.dry_run,
+                out.mode,
+            ),
+            now_raised,
+        )
+
+
+def _held(
+    view: View, out: Outcome, profile: LoadProfile, history: float, reason: str, why: str, raised: Raised
+) -> tuple[Outcome, Raised]:
+    """The kind's outcome on a tick it does not pre-scale: the very object when it changes
+    nothing (no audit event, no status to tell); else with ``inputs.predictive`` saying why not,
+    and any raise of the requests taken back (what the pods had before it), unless the kind
+    decided those requests itself."""
+    back: dict[str, dict[str, int]] = {}
+    for cname, res in raised.items():
+        for r, (base, _to) in res.items():
+            if r not in out.requests.get(cname, {}) and _request(view, cname, r) != base:
+                back.setdefault(cname, {})[r] = base
+    if not back and out.proposes_nothing and not out.blocked:
+        return out, {}
+    error, versus = profile.quality()
+    note: dict[str, Any] = {
+        "reason": reason,
+        "message": why,
+        "history_hours": round(history / 3600, 1),
+        "error_percent": error,
+        "versus_naive": _ratio(versus),
+    }
+    requests = out.requests
+    reasons = out.reasons
+    if back:
+        requests = {c: dict(v) for c, v in out.requests.items()}
+        reasons = list(out.reasons)
+        for cname, res2 in back.items():
+            for r, base in res2.items():
+                requests.setdefault(cname, {})[r] = base
+                reasons.append(explain_taken_back(cname, r, base))
+    return (
+        Outcome(
+            out.replicas,
+            requests,
             out.limits,
-            hpa,
+            out.hpa,
             list(out.blocked),
-            [*out.reasons, explain(want, forecast)],
-            {**out.inputs, "forecast": forecast_inputs(forecast, reactive, horizon)},
+            list(reasons),
+            {**out.inputs, "predictive": note},
             out.dry_run,
             out.mode,
-        )
+        ),
+        {},
+    )
+
+
+def _raised(view: View, stored: object) -> Raised:
+    """The raise of the requests that still holds: the stored one, for each container and resource
+    whose request is what it was raised to, or still what it was before (the raise not applied
+    yet); one the kind or anyone set to another value since is theirs."""
+    out: Raised = {}
+    if not isinstance(stored, Mapping):
+        return out
+    for cname, res in stored.items():
+        if not isinstance(res, Mapping):
+            continue
+        for r, pair in res.items():
+            if (
+                isinstance(pair, list | tuple)
+                and len(pair) == 2
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in pair)
+                and _request(view, str(cname), str(r)) in (pair[0], pair[1])
+            ):
+                out.setdefault(str(cname), {})[str(r)] = (int(pair[0]), int(pair[1]))
+    return out
+
+
+def _own_metric_load(inputs: Mapping[str, Any]) -> float | None:
+    """The load of a kind that is its own HPA (CustomHpa: no HPA, a metric it scales on): as the
+    HPA's, ``replicas × value / target`` of the ``replicas`` and ``metric`` its outcome's inputs
+    record (docs/contract.md §4); ``None`` on a tick without them (between its control loops)."""
+    metric, replicas = inputs.get("metric"), inputs.get("replicas")
+    if not isinstance(metric, Mapping) or not isinstance(replicas, int) or isinstance(replicas, bool):
+        return None
+    value, target = metric.get("value"), metric.get("target")
+    if not isinstance(value, int | float) or not isinstance(target, int | float) or isinstance(value, bool):
+        return None
+    return replicas * float(value) / float(target) if target > 0 and not isinstance(target, bool) else None
+
+
+def _request(view: View, cname: str, resource: str) -> int:
+    """The request (milli-units) the workload's spec has for ``cname``'s ``resource``; 0 for none."""
+    c = view.spec.containers.get(cname)
+    q = c.requests.get(resource) if c is not None else None
+    return q.milli if q is not None else 0
+
+
+def _scaled_resources(view: View) -> tuple[str, ...]:
+    """The resources whose utilization the HPA scales on (``Resource`` and ``ContainerResource``
+    metrics with a ``Utilization`` target): raising their requests lowers the utilization it sees.
+    ``cpu`` for an HPA without metrics in the event: the HPA's default metric (80 % CPU utilization,
+    https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#support-for-resource-metrics)."""
+    hpa = view.hpa
+    if hpa is None or not hpa.metrics:
+        return ("cpu",)
+    out: list[str] = []
+    for m in hpa.metrics:
+        mtype = m.get("type")
+        key = "resource" if mtype == "Resource" else "containerResource" if mtype == "ContainerResource" else None
+        source = m.get(key) if key is not None else None
+        if isinstance(source, Mapping) and (source.get("target") or {}).get("type") == "Utilization":
+            name = source.get("name")
+            if isinstance(name, str) and name not in out:
+                out.append(name)
+    return tuple(out)
+
+
+def _requests_ahead(
+    view: View, out: Outcome, bounds: Bounds, factor: float, max_percent: int, raised: Raised
+) -> dict[str, dict[str, int]]:
+    """The vertical counterpart: the replicas are capped at ``maxReplicas`` and the forecast needs
+    ``factor`` times those pods, so each container's request of a resource the HPA scales on goes
+    to ``factor`` times what it was before any raise, at most ``max_percent`` % above it, within the
+    kind's ``maxAllowed`` and the container's limit; never below what the kind asks.  Only where the
+    kind may set requests (``Bounds.vertical``, a container not ``Off``); empty where nothing rises."""
+    if not bounds.vertical:
+        return {}
+    out_requests: dict[str, dict[str, int]] = {}
+    for resource in _scaled_resources(view):
+        for cname, spec in view.spec.containers.items():
+            cb = bounds.container(cname)
+            if cb is not None and cb.mode == "Off":
+                continue
+            now = _request(view, cname, resource)
+            base = raised.get(cname, {}).get(resource, (now, 0))[0]
+            if base <= 0:
+                continue
+            want = min(math.ceil(base * factor), base * (100 + max_percent) // 100)
+            top = cb.maximum.get(resource) if cb is not None else None
+            if top is not None:
+                want = min(want, top)
+            limit = spec.limits.get(resource)
+            if limit is not None:
+                want = min(want, limit.milli)
+            want = max(want, out.requests.get(cname, {}).get(resource, 0))
+            if want > now or resource in raised.get(cname, {}):  # a raise that holds follows the forecast
+                out_requests.setdefault(cname, {})[resource] = want
+    return out_requests
+
+
+def _size_after_raise(view: View, raised: Raised) -> float:
+    """How much larger the pods are than before the raise of the requests that holds: the
+    largest ratio of a raised request now to before (1 without one, or before it is applied)."""
+    ratio = 1.0
+    for cname, res in raised.items():
+        for r, (base, _to) in res.items():
+            if base > 0:
+                ratio = max(ratio, _request(view, cname, r) / base)
+    return ratio
+
+
+def _ratio(value: float | None) -> float | None:
+    """A ratio for the audit, two decimals; ``None`` unmeasured or infinite (the naive forecast
+    never erred: JSON has no infinity)."""
+    return None if value is None or not math.isfinite(value) else round(value, 2)
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h"
+
+
+def _clock(ts: float) -> str:
+    at = datetime.fromtimestamp(ts, UTC)
+    return at.strftime("%H:%M") if at.second == 0 else at.strftime("%H:%M:%S")
 
 
 def explain(replicas: int, forecast: Forecast) -> str:
     """``pre-scaled to 8 for the forecast of 7.4 at 09:00 (same weekday, 4 weeks, recent error 6 %)``."""
-    at = datetime.fromtimestamp(forecast.at, UTC)
-    when = at.strftime("%H:%M") if at.second == 0 else at.strftime("%H:%M:%S")
-    return f"pre-scaled to {replicas} for the forecast of {forecast.load:.1f} at {when} ({forecast.describe()})"
+    return (
+        f"pre-scaled to {replicas} for the forecast of {forecast.load:.1f} at {_clock(forecast.at)} "
+        f"({forecast.describe()})"
+    )
 
 
-def forecast_inputs(forecast: Forecast, reactive: int, horizon: float) -> dict[str, Any]:
+def explain_requests(requests: Mapping[str, Mapping[str, int]], forecast: Forecast, top: int) -> str:
+    """``raised the cpu request of web to 750m for the forecast of 15.0 at 09:00 (replicas capped at
+    10; same weekday, 4 weeks, recent error 6 %)``."""
+    what = ", ".join(
+        f"the {r} request of {c} to {format_quantity(r, milli)}"
+        for c, res in sorted(requests.items())
+        for r, milli in sorted(res.items())
+    )
+    return (
+        f"raised {what} for the forecast of {forecast.load:.1f} at {_clock(forecast.at)} "
+        f"(replicas capped at {top}; {forecast.describe()})"
+    )
+
+
+def explain_taken_back(cname: str, resource: str, milli: int) -> str:
+    """``took the cpu request of web back to 500m (the forecast no longer asks for more)``."""
+    back = format_quantity(resource, milli)
+    return f"took the {resource} request of {cname} back to {back} (the forecast no longer asks for more)"
+
+
+def forecast_inputs(forecast: Forecast, reactive: int, horizon: float, history: float) -> dict[str, Any]:
     """What a pre-scaled decision records of its forecast (``inputs.forecast``, docs/contract.md §4)."""
     return {
         "load": round(forecast.load, 2),
@@ -241,7 +487,8 @@ def forecast_inputs(forecast: Forecast, reactive: int, horizon: float) -> dict[s
         "periods": forecast.periods,
         "error_percent": forecast.error,
         "reactive_replicas": reactive,
-        "versus_naive": None if forecast.versus_naive is None else round(forecast.versus_naive, 2),
+        "versus_naive": _ratio(forecast.versus_naive),
+        "history_hours": round(history / 3600, 1),
     }
 
 

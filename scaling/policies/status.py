@@ -12,6 +12,7 @@ observation twice gives the same status; a status never goes back in time.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,6 +20,7 @@ from typing import Any
 
 from ..cloudevents import APPLIED, APPLY_FAILED
 from ..outcome import AMBIGUOUS_POLICY
+from ..quantity import format_quantity
 
 __all__ = [
     "TIME_KEYS",
@@ -27,6 +29,7 @@ __all__ = [
     "StatusShape",
     "as_int",
     "dig",
+    "fold_predictive",
     "newest",
     "number",
     "rfc3339",
@@ -223,3 +226,71 @@ class StatusShape:
 
     fold: Fold
     conditions: tuple[str, ...] = ("conditions",)
+
+
+def fold_predictive(status: dict[str, Any], obs: Observation) -> None:
+    """``status.predictive``, the same on every kind that carries ``spec.predictive`` (the applier
+    folds it after the kind's own fold, ``edge.status``): what the forecaster rested on at the
+    policy's latest decision or report, and its latest pre-scale.
+
+    From a pre-scaled decision's ``inputs.forecast``: ``lastPreScale`` {``time`` (the tick),
+    ``replicas`` (to N; absent when only requests were raised), ``requests``
+    (``{container: {resource: quantity}}``, when replicas were capped), ``forecast`` (the load F),
+    ``forecastTime`` (T)}, ``reason: PreScaled`` and its sentence as ``message``.  From any other
+    decision or report of the policy, ``inputs.predictive``: why it did not pre-scale (``reason``:
+    ``TooLittleHistory``, ``NoProfile``, ``ErrorNotMeasured``, ``ErrorTooLarge``,
+    ``NoBetterThanNaive``, ``WithinReactive``, ``Capped``; ``message`` in words).  Both give
+    ``historyHours``, ``recentErrorPercent`` and ``versusNaive`` (absent while not measured) and
+    ``lastUpdateTime``.  Decimals are written as text ("7.4"), as the Kubernetes API conventions
+    ask of status fields ("Primitive types", avoid floating-point values,
+    https://github.com/kubernetes/community/blob/master/contributors/devel/sig-architecture/api-conventions.md#primitive-types).
+    An observation older than ``lastUpdateTime`` changes nothing."""
+    inputs = obs.inputs
+    forecast, note = inputs.get("forecast"), inputs.get("predictive")
+    if isinstance(forecast, Mapping) and "load" in forecast:
+        source: Mapping[str, Any] = forecast
+    elif isinstance(note, Mapping) and "reason" in note:
+        source = note
+    else:
+        return
+    part = status.get("predictive")
+    if not isinstance(part, dict):
+        part = status["predictive"] = {}
+    when = obs.time
+    if str(part.get("lastUpdateTime") or "") > when:
+        return
+    if source is forecast:
+        last: dict[str, Any] = {"time": when}
+        if as_int(forecast.get("replicas")) is not None:
+            last["replicas"] = as_int(forecast.get("replicas"))
+        requests = forecast.get("requests")
+        if isinstance(requests, Mapping) and requests:
+            last["requests"] = {
+                str(c): {str(r): format_quantity(str(r), int(m)) for r, m in sorted(res.items())}
+                for c, res in sorted(requests.items())
+                if isinstance(res, Mapping)
+            }
+        load = forecast.get("load")
+        if isinstance(load, int | float) and not isinstance(load, bool):
+            last["forecast"] = f"{load:g}"
+        at = forecast.get("at")
+        if isinstance(at, int | float) and not isinstance(at, bool):
+            last["forecastTime"] = rfc3339(at)
+        part["lastPreScale"] = last
+        part["reason"] = "PreScaled"
+        words = [str(r) for r in obs.data.get("reasons") or () if str(r).startswith(("pre-scaled", "raised"))]
+        part["message"] = "; ".join(words)
+    else:
+        part["reason"] = str(source.get("reason"))
+        part["message"] = str(source.get("message") or "")
+    for key, name in (
+        ("history_hours", "historyHours"),
+        ("error_percent", "recentErrorPercent"),
+        ("versus_naive", "versusNaive"),
+    ):
+        value = source.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            part[name] = f"{value:g}"
+        else:
+            part.pop(name, None)
+    part["lastUpdateTime"] = when

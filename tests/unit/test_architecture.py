@@ -175,7 +175,7 @@ def kind_name_uses(root: Path) -> list[str]:
 
 #: The modules of ``scaling/policies`` that are no kind: the registry and what the kinds share.
 SHARED_POLICY_MODULES = frozenset(
-    f"scaling.policies.{m}" for m in ("registry", "base", "bounds", "fields", "status", "templates")
+    f"scaling.policies.{m}" for m in ("registry", "base", "bounds", "delegating", "fields", "status", "templates")
 )
 
 

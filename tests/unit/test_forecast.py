@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from scaling.errors import InvalidPolicy
-from scaling.events import HpaEvent, PodStatus, WorkloadEvent, WorkloadRef
+from scaling.events import ContainerResources, HpaEvent, PodStatus, Qty, WorkloadEvent, WorkloadRef
 from scaling.forecast import LoadProfile, load_of
 from scaling.outcome import Outcome, View
-from scaling.policies.bounds import Bounds
+from scaling.policies.bounds import Bounds, ContainerBounds
 from scaling.policies.predictive import KEY, Predictive, PredictiveSpec, parse_predictive
 
 MONDAY = 1_762_732_800  # 2025-11-10T00:00:00Z, a Monday
@@ -162,17 +162,22 @@ class Reactive:
     name = "web"
     workload = REF
 
-    def __init__(self, wanted: int | None = None, max_replicas: int = 20) -> None:
+    def __init__(
+        self, wanted: int | None = None, max_replicas: int = 20, containers: Mapping[str, ContainerBounds] | None = None
+    ) -> None:
         self.wanted = wanted
         self.max_replicas = max_replicas
+        self.containers = containers or {}
+        #: Requests the kind asks for (milli-units), ``{}``: none.
+        self.requests: dict[str, dict[str, int]] = {}
         self.outcome = Outcome()
 
     def decide(self, view: View, memory: dict[str, Any]) -> Outcome:
-        self.outcome = Outcome(replicas=self.wanted, reasons=["reactive"])
+        self.outcome = Outcome(replicas=self.wanted, requests=dict(self.requests), reasons=["reactive"])
         return self.outcome
 
     def bounds(self) -> Bounds:
-        return Bounds("Toy", "web", 1, self.max_replicas)
+        return Bounds("Toy", "web", 1, self.max_replicas, containers=self.containers)
 
     def hpa_template(self, memory: Mapping[str, Any]) -> None:
         return None
@@ -181,8 +186,12 @@ class Reactive:
         return None
 
 
-def view(tick: float, replicas: int, load: float, pods: tuple[PodStatus, ...] | None = None) -> View:
-    spec = WorkloadEvent(tick, REF, replicas, {}, pods=pods)
+def view(
+    tick: float, replicas: int, load: float, pods: tuple[PodStatus, ...] | None = None, cpu: str | None = None
+) -> View:
+    """The tick's view; with ``cpu``, one container ``web`` requesting that much (limit 2 cores)."""
+    containers = {} if cpu is None else {"web": ContainerResources({"cpu": Qty.of(cpu)}, {"cpu": Qty.of("2")})}
+    spec = WorkloadEvent(tick, REF, replicas, containers, pods=pods)
     utilization = round(load / replicas * 60)
     hpa = HpaEvent(
         tick,
@@ -202,10 +211,10 @@ def ramp(t: float) -> float:
     return 8.0 if 9 * 3600 <= t % DAY < 17 * 3600 else 4.0
 
 
-def run_days(policy: Predictive, memory: dict[str, Any], days: int) -> None:
+def run_days(policy: Predictive, memory: dict[str, Any], days: int, cpu: str | None = None) -> None:
     for i in range(0, days * DAY, 60):
         t = MONDAY + i
-        policy.decide(view(t, 4, ramp(t)), memory)
+        policy.decide(view(t, 4, ramp(t), cpu=cpu), memory)
 
 
 def test_it_pre_scales_before_the_daily_ramp_and_says_why() -> None:
@@ -230,6 +239,8 @@ def test_it_pre_scales_before_the_daily_ramp_and_says_why() -> None:
         "error_percent": 0.0,
         "reactive_replicas": 4,
         "versus_naive": 0.0,
+        "history_hours": 57.0,
+        "replicas": 8,
     }
     # An hour earlier nothing is coming: the kind's own outcome, the very object.
     early = MONDAY + 2 * DAY + 8 * 3600
@@ -264,6 +275,107 @@ def test_it_waits_for_the_minimum_history_and_a_small_recent_error() -> None:
         assert policy.decide(view(before, 4, 4.0), memory) is inner.outcome
         error = memory[KEY]["profile"]["error"]
         assert error == (0 if noise == 0 else 35)  # tenths of a percent
+
+
+def test_a_tick_it_does_not_pre_scale_says_why_when_the_kind_decides_something() -> None:
+    # Within minHistory: the kind's own outcome, and inputs.predictive says why no pre-scale.
+    inner = Reactive(wanted=5)
+    policy = Predictive(inner, PredictiveSpec())
+    memory: dict[str, Any] = {}
+    policy.decide(view(MONDAY, 4, 4.0), memory)
+    out = policy.decide(view(MONDAY + 3600, 4, 4.0), memory)
+    assert (out.replicas, out.reasons) == (5, ["reactive"])
+    assert out.inputs == {
+        "predictive": {
+            "reason": "TooLittleHistory",
+            "message": "1.0 h of history, minHistory is 24.0 h",
+            "history_hours": 1.0,
+            "error_percent": None,
+            "versus_naive": None,
+        }
+    }
+    # A noisy history: its recent error (3.5 %) above maxErrorPercent 2.
+    policy = Predictive(Reactive(wanted=5), PredictiveSpec(max_error_percent=2))
+    memory = {}
+    rng = random.Random(3)
+    for i in range(0, 2 * DAY, 60):
+        t = MONDAY + i
+        policy.decide(view(t, 4, ramp(t) * (1 + rng.uniform(-0.3, 0.3))), memory)
+    out = policy.decide(view(MONDAY + 2 * DAY + 9 * 3600 - 60, 4, 4.0), memory)
+    assert out.inputs["predictive"] == {
+        "reason": "ErrorTooLarge",
+        "message": "recent error 3.5 % is above maxErrorPercent 2 %",
+        "history_hours": 57.0,
+        "error_percent": 3.5,
+        "versus_naive": 0.99,
+    }
+    # Nothing coming: the forecast is within the replicas the kind asks.
+    policy = Predictive(Reactive(wanted=5), PredictiveSpec())
+    memory = {}
+    run_days(policy, memory, 2)
+    out = policy.decide(view(MONDAY + 2 * DAY + 8 * 3600, 4, 4.0), memory)
+    assert out.inputs["predictive"]["reason"] == "WithinReactive"
+    assert out.inputs["predictive"]["message"] == "the forecast of 4.0 at 08:01:15 is within the 5 replicas asked"
+
+
+def test_with_replicas_capped_it_raises_the_requests_ahead_of_the_peak_and_takes_them_back() -> None:
+    # maxReplicas 4, the ramp needs 8 pods of 500m at 09:00: twice the CPU per pod, at most maxAllowed 800m.
+    inner = Reactive(None, 4, {"web": ContainerBounds(maximum={"cpu": 800})})
+    policy = Predictive(inner, PredictiveSpec())
+    memory: dict[str, Any] = {}
+    run_days(policy, memory, 2, cpu="500m")
+    before = MONDAY + 2 * DAY + 9 * 3600 - 60
+    out = policy.decide(view(before, 4, 4.0, cpu="500m"), memory)
+    assert (out.replicas, out.requests) == (None, {"web": {"cpu": 800}})
+    assert out.reasons == [
+        "reactive",
+        "raised the cpu request of web to 800m for the forecast of 8.0 at 09:00:15 (replicas capped at 4; "
+        "same time of day, 2 days, recent error 0 %)",
+    ]
+    assert out.inputs["forecast"]["requests"] == {"web": {"cpu": 800}}
+    assert out.inputs["forecast"]["replicas"] is None
+    assert memory[KEY]["raised"] == {"web": {"cpu": [500, 800]}}
+    # Applied: the pods are larger, the HPA sees 8 × 500/800 = 5 pods' worth; the profile still
+    # learns 8 (the load in pods of the size before the raise) and the raise holds, no change.
+    during = MONDAY + 2 * DAY + 12 * 3600
+    out = policy.decide(view(during, 4, 5.0, cpu="800m"), memory)
+    assert out.requests == {"web": {"cpu": 800}}
+    assert memory[KEY]["raised"] == {"web": {"cpu": [500, 800]}}
+    # At 16:59 the forecast for 17:00:15 is lower (5.9: between the slots before and after 17:00),
+    # and so is the raise; at 17:10 it is 4: the request goes back to what it was before the raise.
+    out = policy.decide(view(MONDAY + 2 * DAY + 17 * 3600 - 60, 4, 5.0, cpu="800m"), memory)
+    assert out.requests == {"web": {"cpu": 742}}
+    after = MONDAY + 2 * DAY + 17 * 3600 + 600
+    out = policy.decide(view(after, 4, 2.5, cpu="742m"), memory)
+    assert out.requests == {"web": {"cpu": 500}}
+    assert out.reasons == [
+        "reactive",
+        "took the cpu request of web back to 500m (the forecast no longer asks for more)",
+    ]
+    assert out.inputs["predictive"]["reason"] == "WithinReactive"
+    assert "raised" not in memory[KEY]
+
+
+def test_the_raised_requests_are_never_below_the_kinds_and_the_kind_takes_them_over() -> None:
+    before = MONDAY + 2 * DAY + 9 * 3600 - 60
+    for asked, expected in ((700, 800), (900, 900)):
+        inner = Reactive(None, 4, {"web": ContainerBounds(maximum={"cpu": 800})})
+        policy = Predictive(inner, PredictiveSpec())
+        memory: dict[str, Any] = {}
+        run_days(policy, memory, 2, cpu="500m")
+        inner.requests = {"web": {"cpu": asked}}
+        assert policy.decide(view(before, 4, 4.0, cpu="500m"), memory).requests == {"web": {"cpu": expected}}
+    # maxPreScalePercent 50 bounds the raise (750m); without a maxAllowed, the limit (2 cores) would.
+    inner = Reactive(None, 4)
+    policy = Predictive(inner, PredictiveSpec(max_prescale_percent=50))
+    memory = {}
+    run_days(policy, memory, 2, cpu="500m")
+    assert policy.decide(view(before, 4, 4.0, cpu="500m"), memory).requests == {"web": {"cpu": 750}}
+    # The kind set the request since (750m is not what it was raised to): the raise is the kind's
+    # now, nothing taken back.
+    after = MONDAY + 2 * DAY + 17 * 3600 + 600
+    assert policy.decide(view(after, 4, 4.0, cpu="700m"), memory) is inner.outcome
+    assert "raised" not in memory[KEY]
 
 
 def test_the_default_horizon_is_the_longest_observed_start_up_plus_a_sync_period() -> None:
