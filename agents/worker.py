@@ -21,11 +21,14 @@ def serve(settings: WorkerSettings, *, loop: asyncio.AbstractEventLoop, metrics:
     import faust  # heavy: only the worker needs Faust
 
     from agents.app import create_app  # imports Faust
+    from agents.faults import install_faults
     from agents.groupwatch import GroupWatch
 
     if settings.store.startswith("rocksdb"):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     app = create_app(settings, loop=loop, metrics=metrics)
+    # The tests' fault hooks (TANDEM_FAULT_*), only on this path: the command the tests run.
+    install_faults(app.tandem_pipeline)
     worker = faust.Worker(app, loglevel=settings.loglevel, loop=loop)
     app.tandem_pipeline.heap.install()
     # A consumer group Kafka refuses (no Read ACL) is said, not a silent hang (agents/groupwatch.py).

@@ -1,18 +1,20 @@
-"""agents/pipeline.py checkpoints: the state's changelog acknowledged first, then the messages.
+"""agents/checkpoint.py: the state's changelog acknowledged first, then the messages.
 
 The broker's acknowledgement of a checkpoint's slot writes is waited for in the background while
-the agent goes on; these tests drive :meth:`Pipeline._checkpoint` on a pipeline reduced to what it
-touches, with the changelog records as futures the test resolves, in the role of the broker.
+the agent goes on; these tests drive :meth:`Checkpointer.checkpoint` with its slot writes left out,
+the changelog records as futures the test resolves, in the role of the broker.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import defaultdict
 from typing import Any
 
+from agents.checkpoint import Checkpointer
 from agents.fence import ConfirmedTable
-from agents.pipeline import Pipeline
+from agents.shared import Assignment
 
 
 class _Message:
@@ -50,22 +52,24 @@ class _App:
         self.consumer = _Consumer(log)
 
 
-def _pipeline(writes: list[list[asyncio.Future[Any]]]) -> tuple[Pipeline, list[str]]:
-    """A pipeline whose checkpoints write the next list of ``writes`` (their changelog records)."""
-    p = Pipeline.__new__(Pipeline)
-    p.table = _Table()  # type: ignore[assignment]
-    p._held = []
-    p._confirming = None
-    p._committing = None
-    p.generation = 1
+def _pipeline(writes: list[list[asyncio.Future[Any]]]) -> tuple[Checkpointer, list[str]]:
+    """Checkpoints whose writes are the next list of ``writes`` (their changelog records)."""
     log: list[str] = []
-    p.app = _App(log)
+    p = Checkpointer(
+        _App(log),
+        _Table(),  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]  # no merge: the slot writes are the test's
+        "t.metrics",
+        1.0,
+        defaultdict(int),
+        Assignment(generation=1),
+    )
 
     async def write_slots(everything: bool) -> list[Any]:
         log.append("write everything" if everything else "write")
         return writes.pop(0) if writes else []
 
-    p._write_slots = write_slots  # type: ignore[method-assign]
+    p.write_slots = write_slots  # type: ignore[method-assign]
     return p, log
 
 
@@ -75,13 +79,13 @@ def test_messages_are_acknowledged_only_once_the_broker_has_their_state() -> Non
         record = loop.create_future()
         p, _ = _pipeline([[record]])
         acks: list[int] = []
-        p._held = [_Message(0, acks), _Message(1, acks)]
-        await p._checkpoint()  # returns at once: the agent goes on
+        p.held = [_Message(0, acks), _Message(1, acks)]
+        await p.checkpoint()  # returns at once: the agent goes on
         seen = [list(acks)]
         await asyncio.sleep(0.01)
         seen.append(list(acks))
         record.set_result(None)  # the broker acknowledges the slot write
-        await p._settle()
+        await p.settle()
         seen.append(list(acks))
         return seen
 
@@ -94,13 +98,13 @@ def test_offsets_are_committed_as_soon_as_the_broker_has_the_state_not_at_the_ne
         record = loop.create_future()
         p, log = _pipeline([[record]])
         events: list[Any] = log  # acknowledgements (offsets) and commits, in the order they happen
-        p._held = [_Message(4, events)]
-        await p._checkpoint()
+        p.held = [_Message(4, events)]
+        await p.checkpoint()
         events.append("the broker answers")
         record.set_result(None)
-        await p._settle()  # the state is acknowledged: the commit follows, in a task of its own
-        assert p._committing is not None
-        await p._committing
+        await p.settle()  # the state is acknowledged: the commit follows, in a task of its own
+        assert p.committing is not None
+        await p.committing
         return events
 
     assert asyncio.run(main()) == ["write", "the broker answers", 4, "commit"]
@@ -113,13 +117,13 @@ def test_a_slow_commit_holds_back_neither_the_next_checkpoint_nor_a_rebalance() 
         p, log = _pipeline([[first], [second]])
         p.app.consumer.gate = loop.create_future()  # the commit does not return
         acks: list[int] = []
-        p._held = [_Message(0, acks)]
-        await p._checkpoint()
+        p.held = [_Message(0, acks)]
+        await p.checkpoint()
         first.set_result(None)
-        await asyncio.wait_for(p._settle(), timeout=1.0)
-        p._held = [_Message(1, acks)]
+        await asyncio.wait_for(p.settle(), timeout=1.0)
+        p.held = [_Message(1, acks)]
         second.set_result(None)
-        await asyncio.wait_for(p._checkpoint(settle=True), timeout=1.0)  # a rebalance's checkpoint
+        await asyncio.wait_for(p.checkpoint(settle=True), timeout=1.0)  # a rebalance's checkpoint
         return log, acks
 
     assert asyncio.run(main()) == (["write", "write everything"], [0, 1])
@@ -132,10 +136,10 @@ def test_no_commit_of_its_own_while_faust_rebalances() -> None:
         p, log = _pipeline([[record]])
         p.app.rebalancing = True  # Faust commits what it may itself
         acks: list[int] = []
-        p._held = [_Message(4, acks)]
-        await p._checkpoint()
+        p.held = [_Message(4, acks)]
+        await p.checkpoint()
         record.set_result(None)
-        await p._settle()
+        await p.settle()
         await asyncio.sleep(0)  # a commit task, had one been started, would have run
         return [*log, f"acknowledged: {acks}"]
 
@@ -148,16 +152,16 @@ def test_the_next_checkpoint_waits_for_the_one_in_flight_before_it_writes() -> N
         first, second = loop.create_future(), loop.create_future()
         p, log = _pipeline([[first], [second]])
         acks: list[int] = []
-        p._held = [_Message(0, acks)]
-        await p._checkpoint()
-        p._held = [_Message(1, acks)]
-        nxt = asyncio.ensure_future(p._checkpoint())
+        p.held = [_Message(0, acks)]
+        await p.checkpoint()
+        p.held = [_Message(1, acks)]
+        nxt = asyncio.ensure_future(p.checkpoint())
         await asyncio.sleep(0.01)
         log.append(f"second written before the first was acknowledged: {log.count('write') == 2}")
         first.set_result(None)
         await nxt
         second.set_result(None)
-        await p._settle()
+        await p.settle()
         return log, acks
 
     log, acks = asyncio.run(main())
@@ -173,8 +177,8 @@ def test_settle_returns_after_the_acknowledgements_a_rebalance_waits_for() -> No
         loop.call_later(0.02, record.set_result, None)
         p, _ = _pipeline([[record]])
         acks: list[int] = []
-        p._held = [_Message(7, acks)]
-        await p._checkpoint(settle=True)
+        p.held = [_Message(7, acks)]
+        await p.checkpoint(settle=True)
         return acks
 
     assert asyncio.run(main()) == [7]
@@ -184,8 +188,8 @@ def test_a_checkpoint_that_writes_nothing_acknowledges_at_once() -> None:
     async def main() -> list[int]:
         p, _ = _pipeline([])
         acks: list[int] = []
-        p._held = [_Message(3, acks)]  # e.g. a redelivered message, or tandem's own recommendation back
-        await p._checkpoint()
+        p.held = [_Message(3, acks)]  # e.g. a redelivered message, or tandem's own recommendation back
+        await p.checkpoint()
         return acks
 
     assert asyncio.run(main()) == [3]
@@ -197,11 +201,11 @@ def test_a_checkpoint_from_before_a_rebalance_is_not_acknowledged_after_it() -> 
         record = loop.create_future()
         p, _ = _pipeline([[record]])
         acks: list[int] = []
-        p._held = [_Message(5, acks)]
-        await p._checkpoint()
-        p.generation += 1  # the partitions changed hands meanwhile
+        p.held = [_Message(5, acks)]
+        await p.checkpoint()
+        p.assignment.generation += 1  # the partitions changed hands meanwhile
         record.set_result(None)
-        await p._settle()
+        await p.settle()
         return acks
 
     assert asyncio.run(main()) == []
@@ -213,11 +217,11 @@ def test_a_checkpoint_given_up_by_its_caller_still_finishes_by_itself() -> None:
         record = loop.create_future()
         p, _ = _pipeline([[record]])
         acks: list[int] = []
-        p._held = [_Message(9, acks)]
+        p.held = [_Message(9, acks)]
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(p._checkpoint(settle=True), timeout=0.02)  # a rebalance's limit
+            await asyncio.wait_for(p.checkpoint(settle=True), timeout=0.02)  # a rebalance's limit
         record.set_result(None)  # the broker answers late
-        await p._settle()
-        return acks, p._confirming is None
+        await p.settle()
+        return acks, p.confirming is None
 
     assert asyncio.run(main()) == ([9], True)

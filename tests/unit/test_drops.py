@@ -52,8 +52,8 @@ def test_offsets_the_consumer_skipped_are_counted_and_dead_lettered() -> None:
         app = create_app(settings, loop=loop)
         pipeline = app.tandem_pipeline
         metrics = Metrics()
-        pipeline.metrics = metrics
-        pipeline.need_reload = False
+        pipeline.diagnostics.metrics = metrics
+        pipeline.assignment.need_reload = False
         published: list[tuple[Output, list[Any]]] = []
 
         async def publish(out: Output, rejects: list[Any]) -> None:
@@ -62,10 +62,10 @@ def test_offsets_the_consumer_skipped_are_counted_and_dead_lettered() -> None:
         async def nothing(*_: Any, **__: Any) -> None:
             return None
 
-        pipeline._publish = publish  # type: ignore[method-assign]
-        pipeline._throttle = nothing  # type: ignore[method-assign]
-        pipeline._checkpoint_due = lambda now: False  # type: ignore[method-assign]
-        pipeline._highwaters = lambda p: {}  # type: ignore[method-assign]
+        pipeline.publisher.publish = publish  # type: ignore[method-assign]
+        pipeline.flow.throttle = nothing  # type: ignore[method-assign]
+        pipeline.checkpoints.due = lambda now: False  # type: ignore[method-assign]
+        pipeline.offsets.highwaters = lambda p: {}  # type: ignore[method-assign]
         hpa = {
             "type": "hpa",
             "ts": 100.0,

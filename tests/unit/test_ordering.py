@@ -990,17 +990,13 @@ def test_a_restored_watermark_is_in_force_only_once_the_new_owner_has_read_past_
 def test_the_worker_refuses_a_clusters_record_on_the_shared_topics_when_it_has_its_own() -> None:
     """The worker's side of the layout, without a broker: a record of a listed cluster belongs on its
     own topics, and a cluster's own topic takes that cluster's records alone."""
-    from agents.pipeline import Pipeline
+    from agents.admission import check_owner
     from streams.merge import Misrouted
 
-    class _Settings:
-        input_clusters = ("a", "b")
-
-    pipeline = Pipeline.__new__(Pipeline)
-    pipeline.settings = _Settings()  # type: ignore[assignment]
+    clusters = ("a", "b")
     with pytest.raises(Misrouted, match=r"cluster 'b' has input topics of its own \(--input-clusters\)"):
-        pipeline._check_owner("t.policies", None, "b")
+        check_owner(clusters, "t.policies", None, "b")
     with pytest.raises(Misrouted, match=re.escape("a record of cluster 'b' on cluster 'a''s topic t.policies.a")):
-        pipeline._check_owner("t.policies.a", "a", "b")
-    pipeline._check_owner("t.policies.a", "a", "a")
-    pipeline._check_owner("t.policies", None, "c")  # a cluster without topics of its own
+        check_owner(clusters, "t.policies.a", "a", "b")
+    check_owner(clusters, "t.policies.a", "a", "a")
+    check_owner(clusters, "t.policies", None, "c")  # a cluster without topics of its own

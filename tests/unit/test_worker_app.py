@@ -84,11 +84,11 @@ def test_mode_warnings_that_tandems_own_timers_overlap_are_counted_not_logged(
 ) -> None:
     from collections import defaultdict
 
-    from agents.pipeline import _quiet_own_timers
+    from agents.diagnostics import quiet_own_timers
 
     stats: defaultdict[str, int] = defaultdict(int)
-    _quiet_own_timers(stats)
-    _quiet_own_timers(stats)  # a second app in the process replaces the filter, not adds one
+    quiet_own_timers(stats)
+    quiet_own_timers(stats)  # a second app in the process replaces the filter, not adds one
     timers = logging.getLogger("mode.timers")
     with caplog.at_level(logging.INFO, logger="mode.timers"):
         timers.warning("Timer %s is overlapping (interval=%r runtime=%r)", "tandem.idle", 0.25, 1.7)
