@@ -44,48 +44,11 @@ async def take_batches(app: Any, stream: Any, max_: int, within: float) -> Async
     ``track_message`` into), ``App.consumer_generation_id``, ``App.flow_control`` and the channel's
     ``queue`` (mode's ``ThrowableQueue``: ``get_nowait`` raises an error the conductor pushed).
     """
-    channel = aiter(stream.channel)
-    queue = channel.queue
-    unacked_add = app.consumer.unacked.add
+    take = _Take(app, aiter(stream.channel))
     inbound = getattr(getattr(app, "monitor", None), "stream_inbound_time", None)
-    acking = app.topics.acking_topics
-    flow_active = app.flow_control.is_active
-    loop = asyncio.get_running_loop()
-    getter: asyncio.Future[Any] | None = None
     try:
         while True:
-            batch: list[Any] = []
-            first_at = 0.0
-            while len(batch) < max_:
-                if getter is not None:
-                    if not getter.done():
-                        if batch:
-                            left = first_at + within - loop.time()
-                            if left <= 0:
-                                break
-                            await asyncio.wait((getter,), timeout=left)
-                            if not getter.done():
-                                break  # the batch's time is up: hand over what it has
-                        else:
-                            await getter
-                    event = getter.result()
-                    getter = None
-                elif queue.empty():
-                    # One waiting ``get`` at a time, kept across batches rather than cancelled:
-                    # a ``get`` cancelled by a timeout as it completes would lose its event.
-                    getter = asyncio.ensure_future(queue.get())
-                    continue
-                else:
-                    event = queue.get_nowait()
-                if not batch:
-                    first_at = loop.time()
-                message = event.message
-                if not flow_active() or message.generation_id != app.consumer_generation_id:
-                    continue
-                if not message.tracked and message.topic in acking:
-                    message.tracked = True
-                    unacked_add(message)
-                batch.append(event)
+            batch = await take.batch(max_, within)
             if batch:
                 if inbound is not None:
                     stamp = time.monotonic()  # the clock Faust's monitor and consumer thread use
@@ -97,5 +60,60 @@ async def take_batches(app: Any, stream: Any, max_: int, within: float) -> Async
         # own loop ends on it too).  What was taken and not handed over is not acknowledged.
         return
     finally:
-        if getter is not None:
-            getter.cancel()
+        take.cancel()
+
+
+class _Take:
+    """The channel's queue, taken from a batch at a time, with one waiting ``get`` kept across batches."""
+
+    def __init__(self, app: Any, channel: Any) -> None:
+        self.app = app
+        self.queue = channel.queue
+        self.unacked_add = app.consumer.unacked.add
+        self.acking = app.topics.acking_topics
+        self.flow_active = app.flow_control.is_active
+        self.loop = asyncio.get_running_loop()
+        self.getter: asyncio.Future[Any] | None = None
+
+    async def batch(self, max_: int, within: float) -> list[Any]:
+        """Up to ``max_`` events, handed over ``within`` seconds after the first (what is queued is
+        taken without waiting); an empty list when every event taken was dropped."""
+        app, queue, loop = self.app, self.queue, self.loop
+        batch: list[Any] = []
+        first_at = 0.0
+        while len(batch) < max_:
+            getter = self.getter
+            if getter is not None:
+                if not getter.done():
+                    if batch:
+                        left = first_at + within - loop.time()
+                        if left <= 0:
+                            break
+                        await asyncio.wait((getter,), timeout=left)
+                        if not getter.done():
+                            break  # the batch's time is up: hand over what it has
+                    else:
+                        await getter
+                event = getter.result()
+                self.getter = None
+            elif queue.empty():
+                # One waiting ``get`` at a time, kept across batches rather than cancelled:
+                # a ``get`` cancelled by a timeout as it completes would lose its event.
+                self.getter = asyncio.ensure_future(queue.get())
+                continue
+            else:
+                event = queue.get_nowait()
+            if not batch:
+                first_at = loop.time()
+            message = event.message
+            if not self.flow_active() or message.generation_id != app.consumer_generation_id:
+                continue
+            if not message.tracked and message.topic in self.acking:
+                message.tracked = True
+                self.unacked_add(message)
+            batch.append(event)
+        return batch
+
+    def cancel(self) -> None:
+        if self.getter is not None:
+            self.getter.cancel()
