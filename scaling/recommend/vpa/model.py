@@ -134,28 +134,47 @@ class ContainerState:
         float sums match upstream's bit for bit.
         """
         ts = float(ts)
+        values = self._accepted_cpu(ts, cores, cfg, pods)
+        if not values:
+            return 0
+        self._add_to_cpu_histogram(ts, values, cfg)
+        n = len(values)
+        self.total_samples_count += n
+        # VPA: aggregate_container_state.go addCPUSample: last = latest, first = earliest.
+        if self.last_sample_ts is None or ts > self.last_sample_ts:
+            self.last_sample_ts = ts
+        if self.first_sample_ts is None or ts < self.first_sample_ts:
+            self.first_sample_ts = ts
+        return n
+
+    def _accepted_cpu(self, ts: float, cores: Sequence[float], cfg: VpaConfig, pods: Sequence[str] | None) -> list[int]:
+        """The samples :meth:`add_cpu_samples` accepts, in integer millicores (VPA: container.go
+        addCPUSample's de-duplication, per pod, or per batch without ``pods``)."""
         values: list[int] = []
         if pods is None:
             last = self.last_sample_ts
             if last is not None and not ts > last:
-                return 0
+                return values
             for c in cores:
                 if c >= 0.0:  # NaN fails
                     values.append(millicores_up(c))
-        else:
-            windows = self.windows
-            for pod, c in zip(pods, cores, strict=True):
-                if not c >= 0.0:
-                    continue
-                w = windows.get(pod)
-                if w is None:
-                    w = self._window(pod, ts, cfg)
-                if not ts > w.cpu_ts:  # VPA: container.go addCPUSample, MeasureStart.After(LastCPUSampleStart)
-                    continue
-                w.cpu_ts = ts
-                values.append(millicores_up(c))
-        if not values:
-            return 0
+            return values
+        windows = self.windows
+        for pod, c in zip(pods, cores, strict=True):
+            if not c >= 0.0:
+                continue
+            w = windows.get(pod)
+            if w is None:
+                w = self._window(pod, ts, cfg)
+            if not ts > w.cpu_ts:  # VPA: container.go addCPUSample, MeasureStart.After(LastCPUSampleStart)
+                continue
+            w.cpu_ts = ts
+            values.append(millicores_up(c))
+        return values
+
+    def _add_to_cpu_histogram(self, ts: float, values: list[int], cfg: VpaConfig) -> None:
+        """VPA: histogram.go AddSample for each of ``values`` (millicores) at weight 0.1 x decay,
+        batched (see :meth:`add_cpu_samples`)."""
         lo = float(min(values))
         hi = float(max(values))
         h = self.cpu
@@ -188,14 +207,6 @@ class ContainerState:
                         h.min_bucket = b
                     if b > h.max_bucket:
                         h.max_bucket = b
-        n = len(values)
-        self.total_samples_count += n
-        # VPA: aggregate_container_state.go addCPUSample: last = latest, first = earliest.
-        if self.last_sample_ts is None or ts > self.last_sample_ts:
-            self.last_sample_ts = ts
-        if self.first_sample_ts is None or ts < self.first_sample_ts:
-            self.first_sample_ts = ts
-        return n
 
     # -- memory ----------------------------------------------------------------------------------
 
