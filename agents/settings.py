@@ -1,42 +1,27 @@
 """Settings of ``tandem worker``: the Kafka settings of :mod:`streams.settings` plus the Faust worker's own.
 
 Every option is a flag and an environment variable ``TANDEM_<OPTION>``; the table of variables is in
-:mod:`streams.settings`.
+:mod:`streams.settings`, the flags are defined in ``cli/worker.py`` and :func:`worker_settings`
+builds the settings from their values.
 """
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from scaling.settings import Settings
 from streams.inputs import load_core_settings
-from streams.security import security_from_args
-from streams.settings import (
-    KafkaSettings,
-    actuator_clusters,
-    add_core_options,
-    add_kafka_options,
-    bootstrap_servers,
-    env,
-    flag,
-    input_clusters,
-    non_negative_float,
-    positive_float,
-    positive_int,
-)
-from streams.signing import add_worker_signing_options, worker_signing
+from streams.settings import DEFAULT_BROKER, KafkaSettings, bootstrap_servers, kafka_settings
+from streams.signing import worker_signing
 from streams.topics import TopicSpec
 
 __all__ = [
     "MAX_SLOT_BYTES",
     "STATE_TABLE",
     "WorkerSettings",
-    "add_worker_options",
-    "parse_worker_settings",
     "worker_settings",
 ]
 
@@ -97,118 +82,49 @@ class WorkerSettings(KafkaSettings):
         )
 
 
-def add_worker_options(p: argparse.ArgumentParser) -> None:
-    add_kafka_options(p)
-    add_core_options(p)
-    p.add_argument("--store", default=env("store", "rocksdb://"), help="table store: rocksdb:// or memory://")
-    p.add_argument("--data-dir", default=env("data_dir", "tandem-data"), help="directory of the RocksDB tables")
-    p.add_argument("--app-id", default=env("app_id", ""), help="consumer group id (default <prefix>worker)")
-    p.add_argument("--web-port", type=int, default=env("web_port"), help="web server port (Faust default 6066)")
-    p.add_argument("--without-web", action="store_true", default=flag("without_web"), help="run no web server")
-    p.add_argument(
-        "--idle-flush",
-        type=positive_float,
-        default=env("idle_flush", "2"),
-        help="seconds a caught-up partition waits before running its pending ticks (default 2)",
-    )
-    p.add_argument(
-        "--merge-grace",
-        type=non_negative_float,
-        default=env("merge_grace", "2"),
-        help="seconds a caught-up input waits for what its producer wrote to other topics at the same "
-        "instant before it stops holding back newer events (default 2; 0: no grace)",
-    )
-    p.add_argument(
-        "--batch-size", type=positive_int, default=env("batch_size", "2000"), help="messages per batch at most"
-    )
-    p.add_argument(
-        "--batch-within", type=positive_float, default=env("batch_within", "0.2"), help="seconds to fill a batch"
-    )
-    p.add_argument(
-        "--persist-interval",
-        type=non_negative_float,
-        default=env("persist_interval", "5"),
-        help="longest time between checkpoints, which write the touched workload slots to the state "
-        "table and then acknowledge the inputs; one also comes as soon as every input taken is released "
-        "from the merge's inboxes (default 5; 0: after every batch)",
-    )
-    p.add_argument(
-        "--standby-replicas", type=int, default=env("standby_replicas", "1"), help="Faust table standby replicas"
-    )
-    p.add_argument(
-        "--rebalance-timeout",
-        type=positive_float,
-        default=env("rebalance_timeout", "60"),
-        help="Faust broker_rebalance_timeout (s)",
-    )
-    p.add_argument(
-        "--session-timeout",
-        type=positive_float,
-        default=env("session_timeout", "60"),
-        help="Faust broker_session_timeout (s): how long a dead worker keeps its partitions",
-    )
-    p.add_argument(
-        "--commit-interval",
-        type=positive_float,
-        default=env("commit_interval", "2.8"),
-        help="Faust broker_commit_interval (s): offsets are committed after each checkpoint; this timer retries",
-    )
-    p.add_argument("--loglevel", default=env("loglevel", "warning"), help="worker log level (default warning)")
-    p.add_argument(
-        "--stall-timeout",
-        type=positive_float,
-        default=env("stall_timeout", "60"),
-        help="seconds an assigned input may have lag without progress before it is reported stalled "
-        "(log, gauge tandem_input_stalled, /readyz fails; default 60)",
-    )
-    p.add_argument(
-        "--stall-exit",
-        type=positive_float,
-        default=env("stall_exit", "300"),
-        help="seconds of stall after which the worker exits with status 75 so that it is restarted (default 300)",
-    )
-    add_worker_signing_options(p)
-
-
-def worker_settings(args: argparse.Namespace) -> WorkerSettings:
-    """Build :class:`WorkerSettings` from parsed options (raises ValueError/InvalidPolicy on bad input)."""
-    bootstrap_servers(args.broker)
-    store = args.store if "://" in args.store else f"{args.store}://"
+def worker_settings(options: Mapping[str, Any]) -> WorkerSettings:
+    """:class:`WorkerSettings` from option values keyed by option name (the flags of
+    ``cli.worker``; raises ValueError/InvalidPolicy on bad input)."""
+    bootstrap_servers(str(options.get("broker") or DEFAULT_BROKER))  # a bad broker is reported before a bad store
+    store = str(options.get("store") or "rocksdb://")
+    store = store if "://" in store else f"{store}://"
     if store.split("://", 1)[0] not in ("rocksdb", "memory"):
-        raise ValueError(f"--store {args.store!r}: expected rocksdb:// or memory://")
+        raise ValueError(f"--store {options.get('store')!r}: expected rocksdb:// or memory://")
+    kafka = kafka_settings(options)
+    web_port = options.get("web_port")
     return WorkerSettings(
-        broker=args.broker,
-        prefix=args.topic_prefix,
-        partitions=args.partitions,
-        replication=args.replication,
-        retention_ms=args.retention_ms,
-        security=security_from_args(args),
-        actuator_clusters=actuator_clusters(args),
-        input_clusters=input_clusters(args),
-        **worker_signing(args),
-        core=load_core_settings(args.config, args.cluster, args.sync_period),
+        broker=kafka.broker,
+        prefix=kafka.prefix,
+        partitions=kafka.partitions,
+        replication=kafka.replication,
+        retention_ms=kafka.retention_ms,
+        security=kafka.security,
+        actuator_clusters=kafka.actuator_clusters,
+        input_clusters=kafka.input_clusters,
+        **worker_signing(options),
+        core=load_core_settings(options.get("config"), options.get("cluster"), options.get("sync_period")),
         store=store,
-        data_dir=Path(args.data_dir),
-        app_id=args.app_id,
-        web=not args.without_web,
-        web_port=int(args.web_port) if args.web_port is not None else None,
-        idle_flush=args.idle_flush,
-        merge_grace=args.merge_grace,
-        batch_size=args.batch_size,
-        batch_within=args.batch_within,
-        persist_interval=args.persist_interval,
-        standby_replicas=args.standby_replicas,
-        rebalance_timeout=args.rebalance_timeout,
-        session_timeout=args.session_timeout,
-        commit_interval=args.commit_interval,
-        loglevel=args.loglevel,
-        stall_timeout=args.stall_timeout,
-        stall_exit=args.stall_exit,
+        data_dir=Path(options.get("data_dir") or "tandem-data"),
+        app_id=str(options.get("app_id") or ""),
+        web=not options.get("without_web", False),
+        web_port=int(web_port) if web_port is not None else None,
+        **{name: kind(options[name]) for name, kind in _OWN_OPTIONS.items() if options.get(name) is not None},
     )
 
 
-def parse_worker_settings(argv: Sequence[str]) -> WorkerSettings:
-    """Convenience for tests and embedding: parse worker flags (plus the environment)."""
-    p = argparse.ArgumentParser(prog="tandem worker")
-    add_worker_options(p)
-    return worker_settings(p.parse_args(list(argv)))
+#: The worker's own settings named as their options (``--idle-flush`` is ``idle_flush``), and their
+#: types; an option that is not given keeps the default of :class:`WorkerSettings`.
+_OWN_OPTIONS: dict[str, type] = {
+    "idle_flush": float,
+    "merge_grace": float,
+    "batch_size": int,
+    "batch_within": float,
+    "persist_interval": float,
+    "standby_replicas": int,
+    "rebalance_timeout": float,
+    "session_timeout": float,
+    "commit_interval": float,
+    "loglevel": str,
+    "stall_timeout": float,
+    "stall_exit": float,
+}

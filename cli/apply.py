@@ -11,14 +11,22 @@ import sys
 import threading
 from typing import Any
 
-from cli.options import add_edge_metrics_options, add_edge_options, add_loglevel, env, flag
+from cli.options import (
+    add_decision_trust_options,
+    add_edge_metrics_options,
+    add_edge_options,
+    add_kafka_options,
+    add_loglevel,
+    decision_verifier,
+    env,
+    flag,
+    kafka_settings,
+)
 from cli.running import log_to_stderr, run_until_signal
 from edge.applier import ApplierConfig
 from edge.applier import run as run_applier
 from edge.kube import KubeconfigError, api_client
 from ops.errors import describe
-from streams.settings import add_kafka_options, kafka_settings
-from streams.signing import add_decision_trust_options, decision_verifier
 
 NAME = "apply"
 HELP = "apply decisions to one cluster"

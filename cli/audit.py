@@ -28,10 +28,9 @@ from analysis.audit import (
     resolve_key,
     text_line,
 )
-from cli.options import env
+from cli.options import add_security_options, env, security_from_args
 from ops.errors import describe
 from streams.inputs import UsageError, check_stream
-from streams.security import add_security_options, security_from_args
 from streams.settings import DEFAULT_BROKER, DEFAULT_PREFIX
 
 NAME = "audit"

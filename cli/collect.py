@@ -11,13 +11,21 @@ import sys
 import threading
 from typing import Any
 
-from cli.options import add_edge_metrics_options, add_edge_options, add_loglevel, env, env_list
+from cli.options import (
+    add_edge_metrics_options,
+    add_edge_options,
+    add_input_signing_options,
+    add_kafka_options,
+    add_loglevel,
+    env,
+    env_list,
+    kafka_settings,
+)
 from cli.running import log_to_stderr, run_until_signal
 from edge.collector import CollectorConfig
 from edge.collector import run as run_collector
 from edge.kube import KubeconfigError, api_client
 from ops.errors import describe
-from streams.settings import add_input_signing_options, add_kafka_options, kafka_settings
 
 NAME = "collect"
 HELP = "feed the input topics from one cluster"

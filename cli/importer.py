@@ -26,7 +26,7 @@ from typing import IO, Any, cast
 
 import orjson
 
-from cli.options import env
+from cli.options import add_input_signing_options, add_kafka_options, env, kafka_settings
 from ops.errors import describe
 from scaling.errors import InvalidEvent
 from scaling.events import Event, decode_event
@@ -43,7 +43,6 @@ from streams.prometheus import (
     import_history,
     load_queries,
 )
-from streams.settings import add_input_signing_options, add_kafka_options, kafka_settings
 
 NAME = "import"
 HELP = "read a cluster's history from Prometheus into contract events"

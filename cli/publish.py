@@ -8,7 +8,16 @@ import logging
 import sys
 import time
 
-from cli.options import add_core_options, add_files, add_policy, add_strict
+from cli.options import (
+    add_core_options,
+    add_files,
+    add_input_signing_options,
+    add_kafka_options,
+    add_policy,
+    add_strict,
+    env,
+    kafka_settings,
+)
 from ops.errors import describe
 from scaling.engine import policy_event
 from scaling.errors import InvalidEvent
@@ -16,7 +25,7 @@ from scaling.vocabulary import EVENT_TYPES
 from streams.inputs import UsageError, load_command_inputs
 from streams.publish import WATERMARK_EVERY, Messages, messages, publish, warn_retention
 from streams.runner import ReplayStats, StrictError, read_sorted
-from streams.settings import KafkaSettings, add_input_signing_options, add_kafka_options, env, kafka_settings
+from streams.settings import KafkaSettings
 from streams.topics import TopicMismatch, ensure_topics, list_topics
 
 NAME = "publish"

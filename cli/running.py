@@ -17,8 +17,8 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from cli.options import metrics_from_args
 from ops.errors import describe
-from ops.observability import metrics_from_args
 
 __all__ = ["log_to_stderr", "run_until_signal"]
 

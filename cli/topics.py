@@ -6,8 +6,8 @@ import argparse
 import asyncio
 import sys
 
+from cli.options import add_kafka_options, kafka_settings
 from ops.errors import describe
-from streams.settings import add_kafka_options, kafka_settings
 from streams.topics import DAY_MS, ensure_topics, list_topics
 
 NAME = "topics"

@@ -38,7 +38,6 @@ decision is ``dry_run``.  So every decision counts exactly once, and the label h
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import threading
 import time
@@ -50,7 +49,6 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from scaling.vocabulary import APPLIED, APPLY_FAILED, BLOCKED, DECISION
-from streams.settings import env
 
 __all__ = [
     "DEFAULT_MAX_EVENT_AGE",
@@ -58,10 +56,10 @@ __all__ = [
     "DEFAULT_WORKLOAD_SERIES",
     "Metrics",
     "MetricsServer",
+    "MetricsSettings",
     "Readiness",
-    "add_metrics_options",
     "decision_action",
-    "metrics_from_args",
+    "serve_metrics",
 ]
 
 #: Readiness fails when the consumer is more than this many messages behind (0 disables the check).
@@ -453,48 +451,42 @@ class MetricsServer:
         self.close()
 
 
-# ---------------------------------------------------------------------------------- options
+# ---------------------------------------------------------------------------------- settings
 
 
-def add_metrics_options(
-    p: argparse.ArgumentParser, default_port: int = 9464, max_event_age: float = DEFAULT_MAX_EVENT_AGE
-) -> None:
-    """``--metrics-port`` (0 disables the server), ``--ready-max-lag``, ``--ready-max-event-age``, ...
+@dataclass(frozen=True)
+class MetricsSettings:
+    """Where a process serves its metrics (``port`` 0: nowhere) and when it is ready.
 
-    Each is also ``TANDEM_<OPTION>`` like every tandem option.  ``max_event_age`` is the default of
-    the event-age readiness check (0: never): the edge processes turn it off.
+    The flags (``--metrics-port``, ``--ready-max-lag``, ...) are defined in ``cli/options.py``.
     """
-    p.add_argument(
-        "--metrics-port",
-        type=int,
-        default=env("metrics_port", str(default_port)),
-        help=f"port of /metrics, /healthz, /readyz (env TANDEM_METRICS_PORT, default {default_port}; 0: none)",
-    )
-    p.add_argument("--metrics-addr", default=env("metrics_addr", "0.0.0.0"), help="address to bind (default 0.0.0.0)")
-    p.add_argument(
-        "--ready-max-lag",
-        type=int,
-        default=env("ready_max_lag", str(DEFAULT_MAX_LAG)),
-        help=f"/readyz fails past this consumer lag in messages (default {DEFAULT_MAX_LAG}; 0: never)",
-    )
-    p.add_argument(
-        "--ready-max-event-age",
-        type=float,
-        default=env("ready_max_event_age", str(max_event_age)),
-        help=f"/readyz fails when the last processed event is older (s; default {max_event_age:g}; 0: never)",
-    )
-    p.add_argument(
-        "--metrics-workloads",
-        type=int,
-        default=env("metrics_workloads", str(DEFAULT_WORKLOAD_SERIES)),
-        help=f"at most this many workloads get replica gauges (default {DEFAULT_WORKLOAD_SERIES}; 0: none)",
-    )
+
+    port: int = 9464
+    addr: str = "0.0.0.0"
+    max_lag: int = DEFAULT_MAX_LAG
+    max_event_age: float = DEFAULT_MAX_EVENT_AGE
+    workload_series: int = DEFAULT_WORKLOAD_SERIES
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any]) -> MetricsSettings:
+        """From option values keyed by option name (``metrics_port``, ``metrics_addr``,
+        ``ready_max_lag``, ``ready_max_event_age``, ``metrics_workloads``); a missing one keeps its
+        default."""
+        default = cls()
+        return cls(
+            port=int(options.get("metrics_port", default.port)),
+            addr=str(options.get("metrics_addr", default.addr)),
+            max_lag=int(options.get("ready_max_lag", default.max_lag)),
+            max_event_age=float(options.get("ready_max_event_age", default.max_event_age)),
+            workload_series=int(options.get("metrics_workloads", default.workload_series)),
+        )
 
 
-def metrics_from_args(args: argparse.Namespace) -> tuple[Metrics, MetricsServer | None]:
-    """A :class:`Metrics` from :func:`add_metrics_options` options, and its server unless the port is 0."""
+def serve_metrics(settings: MetricsSettings) -> tuple[Metrics, MetricsServer | None]:
+    """A :class:`Metrics` as ``settings`` say, and its server unless the port is 0 (OSError: the
+    port is taken)."""
     metrics = Metrics(
-        max_lag=args.ready_max_lag, max_event_age=args.ready_max_event_age, workload_series=args.metrics_workloads
+        max_lag=settings.max_lag, max_event_age=settings.max_event_age, workload_series=settings.workload_series
     )
-    server = metrics.serve(args.metrics_port, args.metrics_addr) if args.metrics_port else None
+    server = metrics.serve(settings.port, settings.addr) if settings.port else None
     return metrics, server

@@ -14,6 +14,9 @@ file (``--sasl-password-file``, e.g. a mounted Kubernetes Secret) or from ``TAND
 It is held in a :class:`Secret`, whose ``repr``/``str`` are redacted, so printing settings, logging
 them or putting them in an error message never shows it.
 
+The flags are defined by ``cli.options.add_security_options``; :func:`security_from_mapping` builds the
+settings from their values.
+
 =============================  =============================================================
 variable (flag)                meaning
 =============================  =============================================================
@@ -30,7 +33,6 @@ variable (flag)                meaning
 
 from __future__ import annotations
 
-import argparse
 import os
 import ssl
 from collections.abc import Mapping
@@ -49,9 +51,8 @@ __all__ = [
     "SECURITY_PROTOCOLS",
     "KafkaSecurity",
     "Secret",
-    "add_security_options",
     "read_secret_file",
-    "security_from_args",
+    "security_from_mapping",
 ]
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -213,86 +214,33 @@ def _env(name: str, environ: Mapping[str, str]) -> str | None:
     return value if value else None
 
 
-class _NoPasswordOnTheCommandLine(argparse.Action):
-    """``--sasl-password`` exists only to be refused (argparse would otherwise take it for an
-    abbreviation of ``--sasl-password-file`` and read a file named after the password)."""
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option: Any = None) -> None:
-        parser.error(
-            "--sasl-password: a password is never taken on the command line; "
-            "use --sasl-password-file FILE or the environment variable TANDEM_SASL_PASSWORD"
-        )
-
-
-def add_security_options(p: argparse.ArgumentParser, environ: Mapping[str, str] | None = None) -> None:
-    """The Kafka security flags (each with its ``TANDEM_`` variable); no flag takes a password."""
+def security_from_mapping(options: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> KafkaSecurity:
+    """:class:`KafkaSecurity` from a mapping of option values keyed by option name
+    (``security_protocol``, ``ssl_cafile``, ``ssl_certfile``, ``ssl_keyfile``, ``sasl_mechanism``,
+    ``sasl_username``, ``sasl_password_file``; the flags of ``cli.options.add_security_options``),
+    the password from its file or ``TANDEM_SASL_PASSWORD`` in ``environ`` (ValueError names what is
+    wrong)."""
     environ = os.environ if environ is None else environ
-    g = p.add_argument_group("Kafka security")
-    g.add_argument(
-        "--security-protocol",
-        default=_env("TANDEM_SECURITY_PROTOCOL", environ) or "PLAINTEXT",
-        type=str.upper,
-        choices=SECURITY_PROTOCOLS,
-        help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (env TANDEM_SECURITY_PROTOCOL, default PLAINTEXT)",
-    )
-    g.add_argument(
-        "--ssl-cafile",
-        default=_env("TANDEM_SSL_CAFILE", environ),
-        help="PEM CA file that verifies the broker (env TANDEM_SSL_CAFILE; default the system CAs)",
-    )
-    g.add_argument(
-        "--ssl-certfile",
-        default=_env("TANDEM_SSL_CERTFILE", environ),
-        help="client certificate for mutual TLS (env TANDEM_SSL_CERTFILE)",
-    )
-    g.add_argument(
-        "--ssl-keyfile",
-        default=_env("TANDEM_SSL_KEYFILE", environ),
-        help="the client certificate's key (env TANDEM_SSL_KEYFILE)",
-    )
-    g.add_argument(
-        "--sasl-mechanism",
-        default=_env("TANDEM_SASL_MECHANISM", environ),
-        type=str.upper,
-        choices=SASL_MECHANISMS,
-        help="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (env TANDEM_SASL_MECHANISM, default SCRAM-SHA-512)",
-    )
-    g.add_argument(
-        "--sasl-username",
-        default=_env("TANDEM_SASL_USERNAME", environ),
-        help="SASL user (env TANDEM_SASL_USERNAME)",
-    )
-    g.add_argument(
-        "--sasl-password-file",
-        default=_env("TANDEM_SASL_PASSWORD_FILE", environ),
-        help="file holding the SASL password (env TANDEM_SASL_PASSWORD_FILE; or set TANDEM_SASL_PASSWORD)",
-    )
-    g.add_argument("--sasl-password", action=_NoPasswordOnTheCommandLine, help=argparse.SUPPRESS)
-
-
-def security_from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> KafkaSecurity:
-    """:class:`KafkaSecurity` from :func:`add_security_options`' flags (ValueError names what is wrong)."""
-    environ = os.environ if environ is None else environ
-    protocol = getattr(args, "security_protocol", None) or "PLAINTEXT"
+    protocol = options.get("security_protocol") or "PLAINTEXT"
     password: Secret | None = None
-    username = getattr(args, "sasl_username", None)
+    username = options.get("sasl_username")
     if protocol.upper() in ("SASL_PLAINTEXT", "SASL_SSL"):
-        if getattr(args, "sasl_password_file", None):
-            password = read_secret_file(args.sasl_password_file, "--sasl-password-file")
+        if options.get("sasl_password_file"):
+            password = read_secret_file(options["sasl_password_file"], "--sasl-password-file")
         elif _env("TANDEM_SASL_PASSWORD", environ):
             password = Secret(environ["TANDEM_SASL_PASSWORD"])
     else:
         username = None  # a user name left in the environment does not matter without SASL
     for flag in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
-        path = getattr(args, flag, None)
+        path = options.get(flag)
         if path and not os.path.isfile(path):
             raise ValueError(f"--{flag.replace('_', '-')}: no such file {path!r}")
     return KafkaSecurity(
         protocol=protocol,
-        ca_file=getattr(args, "ssl_cafile", None),
-        cert_file=getattr(args, "ssl_certfile", None),
-        key_file=getattr(args, "ssl_keyfile", None),
-        mechanism=getattr(args, "sasl_mechanism", None),
+        ca_file=options.get("ssl_cafile"),
+        cert_file=options.get("ssl_certfile"),
+        key_file=options.get("ssl_keyfile"),
+        mechanism=options.get("sasl_mechanism"),
         username=username,
         password=password,
     )

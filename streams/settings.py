@@ -3,7 +3,9 @@
 Every option is a command-line flag and an environment variable ``TANDEM_<OPTION>`` (docs/contract.md
 section 7); a flag wins over the variable, the variable over the default.  The decision core's own
 settings (``sync_period``, ``hpa:``, ``vpa:``, ``tortoise:``) still come from the ``--config`` YAML
-file and are validated by :meth:`scaling.settings.Settings.from_mapping`.
+file and are validated by :meth:`scaling.settings.Settings.from_mapping`.  The flags are defined in
+``cli/options.py`` (argparse stays in ``cli/``); :func:`kafka_settings` builds the settings from a
+mapping of option values, as the command line gives them (``vars(args)``) or as a caller writes them.
 
 =========================  ====================================  ======================================
 variable                   default                               meaning
@@ -54,27 +56,27 @@ cluster's key (:mod:`streams.signing`).
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from streams.security import KafkaSecurity, add_security_options, security_from_args
+from streams.security import KafkaSecurity, security_from_mapping
 from streams.signing import InputKey, load_input_keys, sign_input
 
 __all__ = [
     "DEFAULT_BROKER",
+    "DEFAULT_PARTITIONS",
     "DEFAULT_PREFIX",
     "KafkaSettings",
-    "add_kafka_options",
+    "actuator_clusters",
     "bootstrap_servers",
     "env",
     "flag",
+    "input_clusters",
+    "input_signing",
     "kafka_producer",
-    "non_negative_float",
-    "positive_float",
-    "positive_int",
+    "kafka_settings",
 ]
 
 DEFAULT_BROKER = "kafka://localhost:9092"
@@ -178,103 +180,36 @@ def kafka_producer(settings: KafkaSettings, *, linger_ms: int = 0, max_batch_siz
     )
 
 
-def positive_int(value: str) -> int:
-    n = int(value)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return n
+def kafka_settings(options: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> KafkaSettings:
+    """:class:`KafkaSettings` from a mapping of option values, keyed by option name
+    (``broker``, ``topic_prefix``, ``partitions``, ``replication``, ``retention_ms``,
+    ``actuator_clusters``, ``input_clusters``, ``input_signing_keys`` and the security options of
+    :func:`streams.security.security_from_mapping`); ValueError names the option that is wrong.
 
-
-def positive_float(value: str) -> float:
-    x = float(value)
-    if not x > 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {value}")
-    return x
-
-
-def non_negative_float(value: str) -> float:
-    x = float(value)
-    if not x >= 0 or x == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
-    return x
-
-
-def add_kafka_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--broker", default=env("broker", DEFAULT_BROKER), help="bootstrap servers (env TANDEM_BROKER)")
-    p.add_argument(
-        "--topic-prefix",
-        default=env("topic_prefix", DEFAULT_PREFIX),
-        help="topic name prefix (env TANDEM_TOPIC_PREFIX)",
-    )
-    p.add_argument(
-        "--partitions",
-        type=positive_int,
-        default=env("partitions", str(DEFAULT_PARTITIONS)),
-        help="partitions of every topic (env TANDEM_PARTITIONS, default 8)",
-    )
-    p.add_argument(
-        "--replication",
-        type=positive_int,
-        default=env("replication", "1"),
-        help="replication factor of created topics (env TANDEM_REPLICATION, default 1)",
-    )
-    p.add_argument(
-        "--retention-ms",
-        type=int,
-        default=env("retention_ms"),
-        help="time retention of the topics created without compaction, instead of the defaults of "
-        "docs/contract.md §2; -1 keeps everything, which recordings from the past need "
-        "(env TANDEM_RETENTION_MS)",
-    )
-    p.add_argument(
-        "--actuator-clusters",
-        default=env("actuator_clusters", ""),
-        help="comma-separated clusters whose decisions go to their own topic <prefix>actuator.<cluster> "
-        "(env TANDEM_ACTUATOR_CLUSTERS; give the worker, the appliers and `tandem topics` the same list)",
-    )
-    p.add_argument(
-        "--input-clusters",
-        default=env("input_clusters", ""),
-        help="comma-separated clusters whose inputs go to their own topics <prefix><topic>.<cluster> "
-        "(env TANDEM_INPUT_CLUSTERS; give the worker, the collectors, `tandem publish` and `tandem topics` "
-        "the same list)",
-    )
-    add_security_options(p)
-
-
-def add_input_signing_options(p: argparse.ArgumentParser) -> None:
-    """``--input-signing-keys``: for the commands that write input records (collect, publish)."""
-    p.add_argument(
-        "--input-signing-keys",
-        default=env("input_signing_keys"),
-        help="file of lines 'KEY_ID CLUSTER SECRET': sign each input record with the first key of its "
-        "cluster (env TANDEM_INPUT_SIGNING_KEYS; the worker checks them with --input-keys)",
-    )
-
-
-def add_core_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", default=env("config"), help="settings YAML file (env TANDEM_CONFIG)")
-    p.add_argument("--cluster", default=env("cluster"), help="cluster of manifests without tandem.dev/cluster")
-    p.add_argument("--sync-period", type=float, default=env("sync_period"), help="tick period in seconds (default 15)")
-
-
-def kafka_settings(args: argparse.Namespace) -> KafkaSettings:
-    bootstrap_servers(args.broker)  # validate early
+    ``tandem``'s commands build it from their command line (``cli.options.kafka_settings``).
+    """
+    broker = str(options.get("broker") or DEFAULT_BROKER)
+    bootstrap_servers(broker)  # validate early
     return KafkaSettings(
-        args.broker,
-        args.topic_prefix,
-        args.partitions,
-        args.replication,
-        args.retention_ms,
-        security_from_args(args),
-        actuator_clusters(args),
-        input_signing(args),
-        input_clusters(args),
+        broker,
+        str(options.get("topic_prefix", DEFAULT_PREFIX)),
+        int(options.get("partitions", DEFAULT_PARTITIONS)),
+        int(options.get("replication", 1)),
+        _optional_int(options.get("retention_ms")),
+        security_from_mapping(options, environ),
+        actuator_clusters(options),
+        input_signing(options),
+        input_clusters(options),
     )
 
 
-def actuator_clusters(args: argparse.Namespace) -> tuple[str, ...]:
-    names = tuple(dict.fromkeys(c.strip() for c in str(getattr(args, "actuator_clusters", "") or "").split(",")))
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def actuator_clusters(options: Mapping[str, Any]) -> tuple[str, ...]:
+    """``actuator_clusters`` (``--actuator-clusters``): names without ``/`` or blanks, each once."""
+    names = tuple(dict.fromkeys(c.strip() for c in str(options.get("actuator_clusters") or "").split(",")))
     names = tuple(n for n in names if n)
     for n in names:
         if "/" in n or not n.isprintable() or " " in n:
@@ -288,9 +223,9 @@ def actuator_clusters(args: argparse.Namespace) -> tuple[str, ...]:
 _TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
-def input_clusters(args: argparse.Namespace) -> tuple[str, ...]:
-    """``--input-clusters``: names Kafka takes in a topic name, each once."""
-    names = tuple(dict.fromkeys(c.strip() for c in str(getattr(args, "input_clusters", "") or "").split(",")))
+def input_clusters(options: Mapping[str, Any]) -> tuple[str, ...]:
+    """``input_clusters`` (``--input-clusters``): names Kafka takes in a topic name, each once."""
+    names = tuple(dict.fromkeys(c.strip() for c in str(options.get("input_clusters") or "").split(",")))
     names = tuple(n for n in names if n)
     for n in names:
         if not set(n) <= _TOPIC_CHARS or len(n) > 200:
@@ -301,9 +236,10 @@ def input_clusters(args: argparse.Namespace) -> tuple[str, ...]:
     return names
 
 
-def input_signing(args: argparse.Namespace) -> dict[str, InputKey] | None:
-    """cluster -> its first key in ``--input-signing-keys`` (the newest key is listed first)."""
-    path = getattr(args, "input_signing_keys", None)
+def input_signing(options: Mapping[str, Any]) -> dict[str, InputKey] | None:
+    """cluster -> its first key in ``input_signing_keys`` (``--input-signing-keys``; the newest key
+    is listed first)."""
+    path = options.get("input_signing_keys")
     if not path:
         return None
     by_cluster: dict[str, InputKey] = {}

@@ -26,7 +26,6 @@ Key ids and reasons appear in logs and dead letters; secrets, MACs and signature
 
 from __future__ import annotations
 
-import argparse
 import base64
 import hashlib
 import hmac
@@ -50,10 +49,12 @@ __all__ = [
     "InputKey",
     "InputKeyring",
     "InputRefused",
+    "decision_verifier",
     "header",
     "input_mac",
     "load_input_keys",
     "sign_input",
+    "worker_signing",
 ]
 
 INPUT_HEADER = "tandem-mac"
@@ -336,41 +337,16 @@ class DecisionVerifier:
         return key_id
 
 
-# --- options ----------------------------------------------------------------------------------
+# --- from option values ----------------------------------------------------------------------
+# The flags are defined in ``cli/options.py``; these build from their values, keyed by option name.
 
 
-def _env(name: str) -> str | None:
-    return os.environ.get(name) or None
-
-
-def add_worker_signing_options(p: argparse.ArgumentParser) -> None:
-    """The worker's: the input keyring it checks records with, the key it signs decisions with."""
-    p.add_argument(
-        "--input-keys",
-        default=_env("TANDEM_INPUT_KEYS"),
-        help="file of lines 'KEY_ID CLUSTER SECRET': accept an input record only with a valid tandem-mac "
-        "header of a key of its event's cluster, dead-letter it otherwise (env TANDEM_INPUT_KEYS; re-read "
-        "when it changes)",
-    )
-    p.add_argument(
-        "--decision-signing-key",
-        default=_env("TANDEM_DECISION_SIGNING_KEY"),
-        help="Ed25519 private key (PEM) that signs every decision on the actuator topic "
-        "(env TANDEM_DECISION_SIGNING_KEY)",
-    )
-    p.add_argument(
-        "--decision-ttl",
-        type=float,
-        default=float(_env("TANDEM_DECISION_TTL") or 3600),
-        help="seconds a decision's signature stays valid (env TANDEM_DECISION_TTL, default 3600)",
-    )
-
-
-def worker_signing(args: argparse.Namespace) -> dict[str, Any]:
-    """``input_keyring`` and ``decision_signer`` of the worker's settings (None when not configured)."""
-    keys = getattr(args, "input_keys", None)
-    signing = getattr(args, "decision_signing_key", None)
-    ttl = getattr(args, "decision_ttl", 3600.0)
+def worker_signing(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``input_keyring`` and ``decision_signer`` of the worker's settings (None when not configured),
+    from ``input_keys``, ``decision_signing_key`` and ``decision_ttl``."""
+    keys = options.get("input_keys")
+    signing = options.get("decision_signing_key")
+    ttl = options.get("decision_ttl", 3600.0)
     if not ttl > 0:
         raise ValueError(f"--decision-ttl must be > 0, got {ttl}")
     return {
@@ -379,17 +355,8 @@ def worker_signing(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def add_decision_trust_options(p: argparse.ArgumentParser) -> None:
-    """The applier's: the worker public keys whose signatures it accepts."""
-    p.add_argument(
-        "--trusted-decision-keys",
-        default=_env("TANDEM_TRUSTED_DECISION_KEYS"),
-        help="comma-separated PEM files of the worker public keys (Ed25519) to trust; with them, an "
-        "unsigned, forged, altered or expired decision is refused and audited before any write "
-        "(env TANDEM_TRUSTED_DECISION_KEYS)",
-    )
-
-
-def decision_verifier(args: argparse.Namespace) -> DecisionVerifier | None:
-    paths = [x.strip() for x in str(getattr(args, "trusted_decision_keys", "") or "").split(",") if x.strip()]
+def decision_verifier(options: Mapping[str, Any]) -> DecisionVerifier | None:
+    """The applier's verifier of the keys in ``trusted_decision_keys`` (comma-separated PEM files);
+    None when there are none (every decision is taken)."""
+    paths = [x.strip() for x in str(options.get("trusted_decision_keys") or "").split(",") if x.strip()]
     return DecisionVerifier.from_files(paths) if paths else None

@@ -144,6 +144,14 @@ def collect(
         if events:
             data.t0, data.t1 = events[0][0], events[-1][0]
 
+    _add_audit(data, audit_raw, audit_paths, err)
+    _span(data)
+    return data
+
+
+def _add_audit(data: ReportData, audit_raw: Sequence[dict[str, Any]], audit_paths: Sequence[str], err: IO[str]) -> None:
+    """The replay's audit events, then the audit files' (a decision the replay made too, by id,
+    once), to their workloads in event-time order; each workload's policy from its first decision."""
     seq = 0
     seen: set[str] = set()
     for ev in audit_raw:
@@ -168,6 +176,10 @@ def collect(
     for w in data.workloads.values():
         w.events.sort(key=lambda e: (e.ts, e.seq))
         _from_decisions(w, data.from_stream)
+
+
+def _span(data: ReportData) -> None:
+    """The time axis: the streams' span, widened to the audit events' (at least a minute)."""
     times = [e.ts for e in data.audit]
     if not data.from_stream and times:
         data.t0, data.t1 = min(times), max(times)
@@ -175,7 +187,6 @@ def collect(
         data.t0, data.t1 = min(data.t0, *times), max(data.t1, *times)
     if data.t1 <= data.t0:
         data.t1 = data.t0 + 60.0
-    return data
 
 
 def _gather(data: ReportData, event: Any) -> None:

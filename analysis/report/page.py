@@ -33,7 +33,7 @@ from analysis.report.charts import (
     step_words,
     usage_band,
 )
-from analysis.report.collect import ReportData, WorkloadData
+from analysis.report.collect import ReportData, ResourceData, WorkloadData
 from analysis.report.scales import WantedRange, main_reason, wanted_ranges
 from schemas.words import held_back_counts
 
@@ -141,38 +141,8 @@ def _section(w: WorkloadData, axis: Axis, from_stream: bool) -> str:
     for cname in sorted(w.containers):
         for res in ("cpu", "memory", *sorted(set(w.containers[cname]) - {"cpu", "memory"})):
             rd = w.containers[cname].get(res)
-            if rd is None:
-                continue
-            svg = resource_chart(w, cname, res, rd, axis)
-            if not svg:
-                continue
-            # Only what the chart draws: a legend entry with nothing behind it is noise.
-            items = []
-            ranges = wanted_ranges(w.events, step, resource_wanted(cname, res))
-            marks = resource_marks(w, cname, res)
-            vr = resource_range(rd, res, marks, ranges)
-            above = vr.above
-            if rd.usage.points:
-                band, usage_text = usage_band(rd, vr)
-                items.append((_sw(USAGE), usage_text))
-                if band:
-                    items.append(
-                        (
-                            f'<i class="box" style="background:{BAND};opacity:{BAND_OPACITY}"></i>',
-                            "lowest to highest pod",
-                        )
-                    )
-            if any(v is not None for _, v in rd.requests):
-                items.append((_sw(REQUEST), "request"))
-            if any(v is not None for _, v in rd.limits):
-                items.append((_sw(LIMIT, True), "limit (\u2191 above the chart)" if above else "limit"))
-            if rd.vpa:
-                items.append((_sw(VPA, True, 2), "VPA target"))
-            if _limit_decisions(w, cname, res):
-                items.append((f'<i class="tri" style="border-bottom-color:{LIMIT}"></i>', "decision on the limit"))
-            if ranges:
-                items.append((_held_box(ranges), "held back (range wanted)"))
-            out.append(_legend(items, f"{cname} {res}") + svg)
+            if rd is not None:
+                out.append(_resource_section(w, cname, res, rd, axis, step))
     for name in sorted(w.series):
         items = [(_sw(USAGE), "value (mean over the samples of an event)")]
         if name in w.series_target:
@@ -181,6 +151,40 @@ def _section(w: WorkloadData, axis: Axis, from_stream: bool) -> str:
         out.append(series_chart(w, name, w.series[name], axis))
     out.append("</section>")
     return "".join(out)
+
+
+def _resource_section(w: WorkloadData, cname: str, res: str, rd: ResourceData, axis: Axis, step: int) -> str:
+    """One container resource's chart with its legend ("" when there is nothing to draw)."""
+    svg = resource_chart(w, cname, res, rd, axis)
+    if not svg:
+        return ""
+    # Only what the chart draws: a legend entry with nothing behind it is noise.
+    items = []
+    ranges = wanted_ranges(w.events, step, resource_wanted(cname, res))
+    marks = resource_marks(w, cname, res)
+    vr = resource_range(rd, res, marks, ranges)
+    above = vr.above
+    if rd.usage.points:
+        band, usage_text = usage_band(rd, vr)
+        items.append((_sw(USAGE), usage_text))
+        if band:
+            items.append(
+                (
+                    f'<i class="box" style="background:{BAND};opacity:{BAND_OPACITY}"></i>',
+                    "lowest to highest pod",
+                )
+            )
+    if any(v is not None for _, v in rd.requests):
+        items.append((_sw(REQUEST), "request"))
+    if any(v is not None for _, v in rd.limits):
+        items.append((_sw(LIMIT, True), "limit (\u2191 above the chart)" if above else "limit"))
+    if rd.vpa:
+        items.append((_sw(VPA, True, 2), "VPA target"))
+    if _limit_decisions(w, cname, res):
+        items.append((f'<i class="tri" style="border-bottom-color:{LIMIT}"></i>', "decision on the limit"))
+    if ranges:
+        items.append((_held_box(ranges), "held back (range wanted)"))
+    return _legend(items, f"{cname} {res}") + svg
 
 
 def render_html(data: ReportData, title: str, keys: Sequence[str] | None = None, notes: Sequence[str] = ()) -> str:

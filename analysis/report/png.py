@@ -38,7 +38,7 @@ from analysis.report.charts import (
     step_words,
     usage_band,
 )
-from analysis.report.collect import ReportData, WorkloadData
+from analysis.report.collect import ReportData, ResourceData, WorkloadData
 from analysis.report.page import render_html
 from analysis.report.scales import WantedRange, blocked_buckets, main_reason, wanted_ranges
 
@@ -114,15 +114,50 @@ def _pngs_matplotlib(data: ReportData, title: str, out: Path) -> list[Path]:
     import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
 
-    def dt(ts: Sequence[float]) -> list[datetime]:
-        return [datetime.fromtimestamp(max(t, data.t0), UTC) for t in ts]
+    draw = _Mpl(data)
+    made = []
+    for key in sorted(data.workloads):
+        w = data.workloads[key]
+        resources = [(c, r, rd) for c in sorted(w.containers) for r, rd in sorted(w.containers[c].items())]
+        n = 2 + len(resources) + len(w.series)
+        ratios = [0.45] + [1.0] * (n - 1)
+        fig, axes = plt.subplots(n, 1, figsize=(14, 0.9 + 2.7 * (n - 0.55)), sharex=True, squeeze=False,
+                                 gridspec_kw={"height_ratios": ratios})  # fmt: skip
+        draw.blocked(axes[0][0], w)
+        draw.replicas(axes[1][0], w)
+        for i, (cname, res, rd) in enumerate(resources, 2):
+            draw.resource(axes[i][0], w, cname, res, rd)
+        for j, name in enumerate(sorted(w.series), 2 + len(resources)):
+            draw.series(axes[j][0], w, name)
+        axes[-1][0].xaxis.set_major_formatter(mdates.DateFormatter("%b %d %H:%M"))
+        axes[-1][0].set_xlim(draw.dt([data.t0])[0], draw.dt([data.t1])[0])
+        fig.suptitle(f"{title}: {key}")
+        fig.tight_layout()
+        png = out / f"{_slug(key)}.png"
+        fig.savefig(png, dpi=80)
+        plt.close(fig)
+        made.append(png)
+    return made
 
-    def steps(ax: Any, series: Sequence[tuple[float, float | None]], **kw: Any) -> None:
+
+class _Mpl:
+    """The matplotlib axes of one workload's PNG, one method per chart, as the page draws them."""
+
+    def __init__(self, data: ReportData) -> None:
+        self.data = data
+        self.axis = Axis(data.t0, data.t1)
+        self.step = self.axis.bucket()
+
+    def dt(self, ts: Sequence[float]) -> list[datetime]:
+        return [datetime.fromtimestamp(max(t, self.data.t0), UTC) for t in ts]
+
+    def steps(self, ax: Any, series: Sequence[tuple[float, float | None]], **kw: Any) -> None:
         pts = [(t, v) for t, v in series if v is not None]
         if pts:
-            ax.step(dt([t for t, _ in pts] + [data.t1]), [v for _, v in pts] + [pts[-1][1]], where="post", **kw)
+            ax.step(self.dt([t for t, _ in pts] + [self.data.t1]), [v for _, v in pts] + [pts[-1][1]], where="post",
+                    **kw)  # fmt: skip
 
-    def ranges(ax: Any, rs: Sequence[WantedRange], top: float, div: float = 1.0) -> None:
+    def ranges(self, ax: Any, rs: Sequence[WantedRange], top: float, div: float = 1.0) -> None:
         """Held-back ranges as faint bars, at least 3 % of the axis tall (as the page's 4 px); the legend
         entry on the first bar of the reason of most of them (the page's swatch colour)."""
         least = top * 0.03
@@ -131,30 +166,22 @@ def _pngs_matplotlib(data: ReportData, title: str, out: Path) -> list[Path]:
             lo, hi = r.low / div, r.high / div
             if hi - lo < least:
                 lo, hi = (lo + hi - least) / 2, (lo + hi + least) / 2
-            ax.bar(dt([r.start])[0], hi - lo, bottom=lo, width=(r.end - r.start) / 86400 * 0.9, align="edge",
+            ax.bar(self.dt([r.start])[0], hi - lo, bottom=lo, width=(r.end - r.start) / 86400 * 0.9, align="edge",
                    color=reason_color(r.reason), alpha=WANTED_OPACITY, lw=0, zorder=1,
                    label="held back (range wanted)" if r.reason == labelled else None)  # fmt: skip
             if r.reason == labelled:
                 labelled = None
 
+    @staticmethod
     def legend(ax: Any) -> None:
         handles, labels = ax.get_legend_handles_labels()
         if handles:
             ax.legend(handles, labels, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=6, fontsize=8, frameon=False)
 
-    axis = Axis(data.t0, data.t1)
-    step = axis.bucket()
-    made = []
-    for key in sorted(data.workloads):
-        w = data.workloads[key]
-        resources = [(c, r, rd) for c in sorted(w.containers) for r, rd in sorted(w.containers[c].items())]
+    def blocked(self, ax: Any, w: WorkloadData) -> None:
+        """Blocked reports per bucket, stacked by reason, and the decisions as ticks on top."""
+        step, dt = self.step, self.dt
         buckets = blocked_buckets(w.events, step)
-        n = 2 + len(resources) + len(w.series)
-        ratios = [0.45] + [1.0] * (n - 1)
-        fig, axes = plt.subplots(n, 1, figsize=(14, 0.9 + 2.7 * (n - 0.55)), sharex=True, squeeze=False,
-                                 gridspec_kw={"height_ratios": ratios})  # fmt: skip
-        # Blocked reports per bucket, stacked by reason, and the decisions as ticks on top.
-        ax = axes[0][0]
         bottoms = [0.0] * len(buckets)
         for reason in sorted({r for b in buckets for r, _ in b.reasons}):
             heights = [dict(b.reasons).get(reason, 0) for b in buckets]
@@ -168,19 +195,22 @@ def _pngs_matplotlib(data: ReportData, title: str, out: Path) -> list[Path]:
                     color=DECISION_COLOR, label="decision")  # fmt: skip
         ax.set_ylim(0, peak * 1.25 + 2)
         ax.set_ylabel(f"blocked\nper {step_words(step)}")
-        legend(ax)
-        ax = axes[1][0]
-        rep_ranges = wanted_ranges(w.events, step, replica_wanted(w))
+        self.legend(ax)
+
+    def replicas(self, ax: Any, w: WorkloadData) -> None:
+        """Replicas, the policy's bounds, the HPA's recommendation, held-back ranges and the decisions."""
+        rep_ranges = wanted_ranges(w.events, self.step, replica_wanted(w))
         rep_top = replica_range(w, rep_ranges)[1]
-        ranges(ax, rep_ranges, rep_top)
+        self.ranges(ax, rep_ranges, rep_top)
         for _, lo, hi in w.bounds[-1:]:
             for v in (lo, hi):
                 if v is not None:
                     ax.axhline(v, color=BOUND, ls="--", lw=1, zorder=2, label="policy min / max" if v == hi else None)
-        steps(ax, w.replicas, color=REPLICAS, lw=2.6, zorder=3, label="replicas")
+        self.steps(ax, w.replicas, color=REPLICAS, lw=2.6, zorder=3, label="replicas")
         if w.hpa_desired:
-            steps(ax, w.hpa_desired, color=HPA, lw=1.6, ls=(0, (5, 4)), zorder=4, label="HPA recommendation")
-        ups, downs = [], []
+            self.steps(ax, w.hpa_desired, color=HPA, lw=1.6, ls=(0, (5, 4)), zorder=4, label="HPA recommendation")
+        ups: list[tuple[float, int]] = []
+        downs: list[tuple[float, int]] = []
         for e in w.events:
             r = e.data.get("replicas")
             if e.type == "decision" and isinstance(r, Mapping) and isinstance(r.get("to"), int):
@@ -188,67 +218,61 @@ def _pngs_matplotlib(data: ReportData, title: str, out: Path) -> list[Path]:
                 (downs if down else ups).append((e.ts, r["to"]))
         for pts, marker in ((ups, "^"), (downs, "v")):
             if pts:
-                ax.plot(dt([t for t, _ in pts]), [v for _, v in pts], marker=marker, ls="", ms=7,
+                ax.plot(self.dt([t for t, _ in pts]), [v for _, v in pts], marker=marker, ls="", ms=7,
                         color=DECISION_COLOR, mec="white", mew=0.6, zorder=5,
                         label="decision" if marker == "^" or not ups else None)  # fmt: skip
         ax.set_ylim(0, rep_top)
         ax.set_ylabel("replicas")
-        legend(ax)
-        for i, (cname, res, rd) in enumerate(resources, 2):
-            ax = axes[i][0]
-            marks = resource_marks(w, cname, res)
-            res_ranges = wanted_ranges(w.events, step, resource_wanted(cname, res))
-            vr = resource_range(rd, res, marks, res_ranges)
-            div = vr.unit.div
-            ranges(ax, res_ranges, vr.high / div, div)
-            # Bucketed to the page's pixel columns, as the page draws it (mean, lowest, highest).
-            pts = [(t, a / div, lo / div, hi / div) for t, a, lo, hi in bucket_points(rd.usage.points, axis)]
-            if pts:
-                band, usage_text = usage_band(rd, vr)
-                if band:
-                    ax.fill_between(dt([p[0] for p in pts]), [p[2] for p in pts], [p[3] for p in pts], color=BAND,
-                                    alpha=BAND_OPACITY, lw=0, zorder=2, label="lowest to highest pod")  # fmt: skip
-                ax.plot(dt([p[0] for p in pts]), [p[1] for p in pts], color=USAGE, lw=1, zorder=3,
-                        label=usage_text)  # fmt: skip
-            if rd.vpa:
-                steps(ax, [(t, v / div) for t, v in rd.vpa], color=VPA, lw=1.4, ls=(0, (3, 3)), zorder=4,
-                      label="VPA target")  # fmt: skip
-            limits = [(t, v / div if v is not None else None) for t, v in rd.limits]
-            if any(v is not None for _, v in limits):
-                label = "limit (\u2191 above the chart)" if vr.above else "limit"
-                steps(ax, limits, color=LIMIT, lw=1.8, ls="--", zorder=4, label=label)
-            reqs = [(t, v / div if v is not None else None) for t, v in rd.requests]
-            if any(v is not None for _, v in reqs):
-                steps(ax, reqs, color=REQUEST, lw=2.0, zorder=4, label="request")
-            for e, v, _kind, color, up in marks:
-                ax.plot(dt([e.ts]), [v / div], marker="^" if up else "v", ls="", ms=6, color=color, mec="white",
-                        mew=0.6, zorder=5)  # fmt: skip
-            top = vr.high / div
-            ax.set_ylim(vr.low / div, top)
-            if vr.above:
-                ax.annotate(f"limit \u2191 {axis_label(vr.above[-1], div, vr.unit.suffix)}", xy=(1.0, 1.0),
-                            xycoords="axes fraction", xytext=(4, -10), textcoords="offset points", fontsize=8,
-                            color=LIMIT)  # fmt: skip
-            ax.set_ylabel(f"{cname} {vr.unit.name}")
-            legend(ax)
-        for j, name in enumerate(sorted(w.series), 2 + len(resources)):
-            ax = axes[j][0]
-            ax.plot(dt([t for t, _ in w.series[name]]), [v for _, v in w.series[name]], color=USAGE, lw=1,
-                    label="value (mean over the samples of an event)")  # fmt: skip
-            if name in w.series_target:
-                ax.axhline(w.series_target[name], color=BOUND, ls="--", lw=1, label="policy target")
-            ax.set_ylim(bottom=0)
-            ax.set_ylabel(name)
-            legend(ax)
-        axes[-1][0].xaxis.set_major_formatter(mdates.DateFormatter("%b %d %H:%M"))
-        axes[-1][0].set_xlim(dt([data.t0])[0], dt([data.t1])[0])
-        fig.suptitle(f"{title}: {key}")
-        fig.tight_layout()
-        png = out / f"{_slug(key)}.png"
-        fig.savefig(png, dpi=80)
-        plt.close(fig)
-        made.append(png)
-    return made
+        self.legend(ax)
+
+    def resource(self, ax: Any, w: WorkloadData, cname: str, res: str, rd: ResourceData) -> None:
+        """One container resource: usage (band and mean), VPA target, limit, request, held-back ranges, decisions."""
+        dt, steps = self.dt, self.steps
+        marks = resource_marks(w, cname, res)
+        res_ranges = wanted_ranges(w.events, self.step, resource_wanted(cname, res))
+        vr = resource_range(rd, res, marks, res_ranges)
+        div = vr.unit.div
+        self.ranges(ax, res_ranges, vr.high / div, div)
+        # Bucketed to the page's pixel columns, as the page draws it (mean, lowest, highest).
+        pts = [(t, a / div, lo / div, hi / div) for t, a, lo, hi in bucket_points(rd.usage.points, self.axis)]
+        if pts:
+            band, usage_text = usage_band(rd, vr)
+            if band:
+                ax.fill_between(dt([p[0] for p in pts]), [p[2] for p in pts], [p[3] for p in pts], color=BAND,
+                                alpha=BAND_OPACITY, lw=0, zorder=2, label="lowest to highest pod")  # fmt: skip
+            ax.plot(dt([p[0] for p in pts]), [p[1] for p in pts], color=USAGE, lw=1, zorder=3,
+                    label=usage_text)  # fmt: skip
+        if rd.vpa:
+            steps(ax, [(t, v / div) for t, v in rd.vpa], color=VPA, lw=1.4, ls=(0, (3, 3)), zorder=4,
+                  label="VPA target")  # fmt: skip
+        limits = [(t, v / div if v is not None else None) for t, v in rd.limits]
+        if any(v is not None for _, v in limits):
+            label = "limit (\u2191 above the chart)" if vr.above else "limit"
+            steps(ax, limits, color=LIMIT, lw=1.8, ls="--", zorder=4, label=label)
+        reqs = [(t, v / div if v is not None else None) for t, v in rd.requests]
+        if any(v is not None for _, v in reqs):
+            steps(ax, reqs, color=REQUEST, lw=2.0, zorder=4, label="request")
+        for e, v, _kind, color, up in marks:
+            ax.plot(dt([e.ts]), [v / div], marker="^" if up else "v", ls="", ms=6, color=color, mec="white",
+                    mew=0.6, zorder=5)  # fmt: skip
+        top = vr.high / div
+        ax.set_ylim(vr.low / div, top)
+        if vr.above:
+            ax.annotate(f"limit \u2191 {axis_label(vr.above[-1], div, vr.unit.suffix)}", xy=(1.0, 1.0),
+                        xycoords="axes fraction", xytext=(4, -10), textcoords="offset points", fontsize=8,
+                        color=LIMIT)  # fmt: skip
+        ax.set_ylabel(f"{cname} {vr.unit.name}")
+        self.legend(ax)
+
+    def series(self, ax: Any, w: WorkloadData, name: str) -> None:
+        """A named series and the policy's target for it."""
+        ax.plot(self.dt([t for t, _ in w.series[name]]), [v for _, v in w.series[name]], color=USAGE, lw=1,
+                label="value (mean over the samples of an event)")  # fmt: skip
+        if name in w.series_target:
+            ax.axhline(w.series_target[name], color=BOUND, ls="--", lw=1, label="policy target")
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel(name)
+        self.legend(ax)
 
 
 @dataclass(frozen=True)

@@ -900,8 +900,8 @@ def test_worker_creates_its_state_changelog_with_its_inputs_before_faust_starts(
     its input topics and waits for its leaders, as it does for theirs."""
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-    from agents.settings import MAX_SLOT_BYTES, parse_worker_settings
-    from cli.worker import _prepare_topics
+    from agents.settings import MAX_SLOT_BYTES
+    from cli.worker import _prepare_topics, parse_worker_settings
 
     prefix = _prefix()
     settings = parse_worker_settings(["--broker", kafka_broker, "--topic-prefix", prefix, "--partitions", "3"])

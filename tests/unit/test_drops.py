@@ -15,7 +15,7 @@ import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from agents.app import create_app
-from agents.settings import parse_worker_settings
+from cli.worker import parse_worker_settings
 from ops.observability import Metrics
 from streams.merge import Output
 

@@ -10,13 +10,8 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ops.observability import (
-    Metrics,
-    MetricsServer,
-    add_metrics_options,
-    decision_action,
-    metrics_from_args,
-)
+from cli.options import add_metrics_options, metrics_from_args
+from ops.observability import Metrics, MetricsServer, MetricsSettings, decision_action
 
 WL = {"cluster": "c1", "namespace": "shop", "kind": "Deployment", "name": "web"}
 KEY = "c1/shop/Deployment/web"
@@ -224,3 +219,9 @@ def test_options_come_from_flags_and_environment(monkeypatch: pytest.MonkeyPatch
     assert (metrics.max_lag, metrics.max_event_age) == (7, 30.0)
     args = p.parse_args(["--metrics-port", "0"])
     assert args.metrics_port == 0
+
+
+def test_metrics_settings_come_from_a_mapping_of_option_values() -> None:
+    settings = MetricsSettings.from_mapping({"metrics_port": "0", "ready_max_lag": 7, "ready_max_event_age": "30"})
+    assert settings == MetricsSettings(port=0, addr="0.0.0.0", max_lag=7, max_event_age=30.0, workload_series=200)
+    assert MetricsSettings.from_mapping({}) == MetricsSettings()

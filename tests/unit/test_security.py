@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from streams.security import KafkaSecurity, Secret, add_security_options, read_secret_file, security_from_args
-from streams.settings import KafkaSettings, add_kafka_options, kafka_settings
+from cli.options import add_kafka_options, add_security_options, kafka_settings, security_from_args
+from streams.security import KafkaSecurity, Secret, read_secret_file, security_from_mapping
+from streams.settings import KafkaSettings
+from streams.settings import kafka_settings as kafka_settings_from
 
 
 def parse(argv: list[str], environ: dict[str, str] | None = None) -> argparse.Namespace:
@@ -138,3 +140,36 @@ def test_every_kafka_command_takes_the_security_options(tmp_path: Path) -> None:
     add_kafka_options(p)
     args = p.parse_args(["--security-protocol", "SASL_SSL", "--sasl-username", "w", "--sasl-password-file", str(pw)])
     assert kafka_settings(args).security.username == "w"
+
+
+def test_the_settings_are_built_from_a_mapping_of_option_values_without_argparse(tmp_path: Path) -> None:
+    pw = tmp_path / "pw"
+    pw.write_text("s3cret\n")
+    options = {
+        "broker": "kafka://k1:9092,kafka://k2:9092",
+        "topic_prefix": "t.",
+        "partitions": 3,
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_username": "collector-a",
+        "sasl_password_file": str(pw),
+        "actuator_clusters": "eu-1, eu-2,eu-1",
+        "input_clusters": "eu-1",
+    }
+    settings = kafka_settings_from(options, environ={})
+    assert (settings.bootstrap, settings.prefix, settings.partitions, settings.replication) == (
+        "k1:9092,k2:9092",
+        "t.",
+        3,
+        1,
+    )
+    assert (settings.actuator_clusters, settings.input_clusters, settings.input_signing) == (
+        ("eu-1", "eu-2"),
+        ("eu-1",),
+        None,
+    )
+    assert settings.security == KafkaSecurity(
+        protocol="SASL_PLAINTEXT", mechanism="SCRAM-SHA-512", username="collector-a", password=Secret("s3cret")
+    )
+    assert security_from_mapping({}, {}) == KafkaSecurity()
+    with pytest.raises(ValueError, match=r"^--actuator-clusters: 'a/b' is not a cluster name$"):
+        kafka_settings_from({"actuator_clusters": "a/b"})

@@ -8,7 +8,8 @@ import logging
 import pytest
 
 from agents.app import PRODUCER_BATCH_BYTES, PRODUCER_BUFFER_MESSAGES, create_app
-from agents.settings import MAX_SLOT_BYTES, parse_worker_settings
+from agents.settings import MAX_SLOT_BYTES
+from cli.worker import parse_worker_settings
 
 
 def test_producer_batches_hold_many_slots_and_the_buffer_does_not_gate_each_batch_of_writes() -> None:
