@@ -22,11 +22,10 @@ from cli.options import (
     flag,
     kafka_settings,
 )
-from cli.running import log_to_stderr, run_until_signal
+from cli.running import log_to_stderr, prepared, run_until_signal
 from edge.applier import ApplierConfig
 from edge.applier import run as run_applier
-from edge.kube import KubeconfigError, api_client
-from ops.errors import describe
+from edge.kube import api_client
 
 NAME = "apply"
 HELP = "apply decisions to one cluster"
@@ -81,16 +80,17 @@ def run(args: argparse.Namespace) -> int:
         print("tandem apply: --max-decision-age: expected a duration >= 0 (0: no limit)", file=sys.stderr)
         return 2
     log_to_stderr(args.loglevel)
-    try:
-        settings = kafka_settings(args)
-        verifier = decision_verifier(args)  # the worker keys whose decisions it applies (None: any)
-        api = api_client(args.kubeconfig)  # imports the kubernetes client, only here
-    except KubeconfigError as exc:  # its text names the file and the fix: no class name
-        print(f"tandem apply: {exc}", file=sys.stderr)
+    ready = prepared(
+        NAME,
+        lambda: (
+            kafka_settings(args),
+            decision_verifier(args),  # the worker keys whose decisions it applies (None: any)
+            api_client(args.kubeconfig),  # imports the kubernetes client, only here
+        ),
+    )
+    if ready is None:
         return 2
-    except Exception as exc:
-        print(f"tandem apply: {describe(exc)}", file=sys.stderr)
-        return 2
+    settings, verifier, api = ready
     config = ApplierConfig(args.cluster, args.dry_run, max_attempts=args.max_attempts, max_decision_age=max_age or None)
 
     async def main(stop: threading.Event, metrics: Any) -> None:

@@ -21,11 +21,10 @@ from cli.options import (
     env_list,
     kafka_settings,
 )
-from cli.running import log_to_stderr, run_until_signal
+from cli.running import log_to_stderr, prepared, run_until_signal
 from edge.collector import CollectorConfig
 from edge.collector import run as run_collector
-from edge.kube import KubeconfigError, api_client
-from ops.errors import describe
+from edge.kube import api_client
 
 NAME = "collect"
 HELP = "feed the input topics from one cluster"
@@ -62,17 +61,17 @@ def run(args: argparse.Namespace) -> int:
         print("tandem collect: --interval and --watch-timeout must be positive", file=sys.stderr)
         return 2
     log_to_stderr(args.loglevel)
-    try:
+
+    def build() -> tuple[Any, Any]:
         settings = None if args.out else kafka_settings(args)
         if settings is not None and settings.input_signing is not None and args.cluster not in settings.input_signing:
             raise ValueError(f"--input-signing-keys has no key for cluster {args.cluster!r}")
-        api = api_client(args.kubeconfig)  # imports the kubernetes client, only here
-    except KubeconfigError as exc:  # its text names the file and the fix: no class name
-        print(f"tandem collect: {exc}", file=sys.stderr)
+        return settings, api_client(args.kubeconfig)  # imports the kubernetes client, only here
+
+    ready = prepared(NAME, build)
+    if ready is None:
         return 2
-    except Exception as exc:
-        print(f"tandem collect: {describe(exc)}", file=sys.stderr)
-        return 2
+    settings, api = ready
     config = CollectorConfig(args.cluster, tuple(dict.fromkeys(args.namespace)), args.interval, args.watch_timeout)
 
     async def main(stop: threading.Event, metrics: Any) -> None:

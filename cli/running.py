@@ -15,12 +15,17 @@ import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from cli.options import metrics_from_args
+from edge.kube import KubeconfigError
 from ops.errors import describe
 
-__all__ = ["log_to_stderr", "run_until_signal"]
+__all__ = ["log_to_stderr", "prepared", "run_until_signal", "stop_on_signals"]
+
+T = TypeVar("T")
+#: What stops a long-running tandem process: Kubernetes' SIGTERM, a terminal's Ctrl-C.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def log_to_stderr(loglevel: str) -> None:
@@ -28,6 +33,31 @@ def log_to_stderr(loglevel: str) -> None:
     are per request)."""
     logging.basicConfig(level=loglevel.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("aiokafka").setLevel(max(logging.WARNING, logging.getLogger().level))
+
+
+def prepared(name: str, build: Callable[[], T]) -> T | None:
+    """``build()``, or ``None`` after one line on stderr, ``tandem <name>: <why>`` (the caller exits
+    2): bad options, key files or a kubeconfig (whose error names the file and the fix itself)."""
+    try:
+        return build()
+    except KubeconfigError as exc:
+        print(f"tandem {name}: {exc}", file=sys.stderr)
+    except Exception as exc:
+        print(f"tandem {name}: {describe(exc)}", file=sys.stderr)
+    return None
+
+
+def stop_on_signals(loop: asyncio.AbstractEventLoop, stop: threading.Event) -> Callable[[], None]:
+    """SIGTERM and SIGINT set ``stop`` (which the loop's tasks and threads watch); the function
+    returned removes the handlers again."""
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, stop.set)
+
+    def remove() -> None:
+        for sig in STOP_SIGNALS:
+            loop.remove_signal_handler(sig)
+
+    return remove
 
 
 def run_until_signal(
@@ -46,9 +76,7 @@ def run_until_signal(
     stop = threading.Event()
 
     async def go() -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+        stop_on_signals(asyncio.get_running_loop(), stop)
         await main(stop, metrics)
 
     try:

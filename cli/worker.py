@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 import threading
 from collections.abc import Sequence
@@ -40,6 +39,7 @@ from cli.options import (
     positive_float,
     positive_int,
 )
+from cli.running import stop_on_signals
 from ops.retry import start_retrying
 from streams.topics import TopicMismatch, TopicsReport, ensure_topics
 
@@ -177,8 +177,7 @@ async def _prepare_topics(
     partition count is not a broker that is away: it is returned at once.
     """
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    remove_handlers = stop_on_signals(loop, stop)
 
     async def attempt() -> TopicsReport | TopicMismatch:
         try:
@@ -189,5 +188,4 @@ async def _prepare_topics(
     try:
         return await start_retrying(attempt, f"Kafka at {settings.bootstrap}", stop=stop, metrics=metrics)
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
+        remove_handlers()
