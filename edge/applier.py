@@ -73,38 +73,25 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from edge.checks import (
-    FIELD_MANAGER,
-    LAST_DECISION,
-    LAST_TICK,
-    Refusal,
-    apply_patch,
-    check_decision,
-    check_marks,
-    count_to,
-    find_hpa,
-    find_policy,
-    hpa_patch,
-    plan_containers,
-    policy_bounds,
-    result_label,
-)
-from edge.kube import HPAS, WORKLOAD_RESOURCES, KubeError, list_objects, policy_resources, request
+from edge.attempt import Attempt, Progress
+from edge.checks import FIELD_MANAGER, LAST_DECISION, Refusal, count_to, result_label
+from edge.intake import consumer_lag, is_status_only, take_audit
+from edge.kube import KubeError
 from edge.reporter import Reporter
 from ops.errors import describe
 from ops.retry import backoff, backoff_delays, start_client, start_retrying
-from scaling.cloudevents import APPLIED, APPLY_FAILED, BLOCKED, DECISION, cloudevent, event_id, rfc3339
-from scaling.errors import InvalidEvent, InvalidPolicy
+from scaling.cloudevents import APPLIED, APPLY_FAILED, DECISION, cloudevent, rfc3339
+from scaling.errors import InvalidEvent
 from scaling.events import WorkloadRef, decode_workload_ref
-from scaling.policies import parse_policy
 from schemas.codec import encode
+from streams.routing import Layout, applier_sources
 from streams.settings import kafka_producer
-from streams.topics import actuator_topic, ensure_topics, topic_name
+from streams.topics import ensure_topics, topic_name
 
 __all__ = [
     "Applier",
@@ -132,22 +119,6 @@ class ApplierConfig:
     #: Seconds: a decision whose tick is older than this by the applier's clock is refused unread
     #: (``tandem apply --max-decision-age``, default 10 min there); ``None``: no limit.
     max_decision_age: float | None = None
-
-
-@dataclass
-class _Progress:
-    """What earlier attempts of one decision already wrote (they survive a retried attempt)."""
-
-    changes: dict[str, Any] = field(default_factory=dict)
-    patched: list[str] = field(default_factory=list)
-
-    def add(self, what: str, change: Any) -> None:
-        if what not in self.patched:
-            self.patched.append(what)
-        if isinstance(change, dict) and isinstance(self.changes.get(what), dict):
-            self.changes[what] = {**self.changes[what], **change}
-        else:
-            self.changes[what] = change
 
 
 class Applier:
@@ -225,13 +196,13 @@ class Applier:
         too_old = self._too_old(ev, ref)
         if too_old is not None:
             self.last_too_old = True
-            result = self._result(ev, ref, self.config.dry_run, _Progress(), 0, error=too_old)
+            result = self._result(ev, ref, self.config.dry_run, Progress(), 0, error=too_old)
             if self.metrics is not None:
                 self._observe(ev["data"], result)
             return result
         self.too_old = 0
         if refusal is not None:
-            result = self._result(ev, ref, self.config.dry_run, _Progress(), 0, error=f"refused: {refusal}")
+            result = self._result(ev, ref, self.config.dry_run, Progress(), 0, error=f"refused: {refusal}")
             if self.metrics is not None:
                 self._observe(ev["data"], result)
             return result
@@ -294,7 +265,7 @@ class Applier:
     def _apply(self, ev: Mapping[str, Any], ref: WorkloadRef) -> dict[str, Any]:
         data = ev["data"]
         dry_run = self.config.dry_run or bool(data.get("dry_run"))
-        progress = _Progress()
+        progress = Progress()
         delays = backoff_delays(self.config.max_attempts, self.config.backoff_base, self.config.backoff_cap)
         attempt = 0
         unreachable = 0  # tries that found no API server at all (not counted as attempts)
@@ -340,7 +311,7 @@ class Applier:
         ev: Mapping[str, Any],
         ref: WorkloadRef,
         dry_run: bool,
-        progress: _Progress,
+        progress: Progress,
         attempts: int,
         *,
         error: str | None = None,
@@ -366,116 +337,11 @@ class Applier:
 
     # -- one attempt ----------------------------------------------------------------------------
 
-    def _attempt(self, ev: Mapping[str, Any], ref: WorkloadRef, dry_run: bool, progress: _Progress) -> str | None:
-        data = ev["data"]
-        decision_id = str(ev.get("id") or "")
-        if not decision_id or decision_id != event_id(DECISION, data):
-            raise Refusal(f"refused: the decision id {decision_id!r} is not the hash of its data (forged or corrupted)")
-        res = WORKLOAD_RESOURCES.get(ref.kind)
-        if res is None:
-            raise Refusal(f"refused: kind {ref.kind!r} is not one tandem applies to ({', '.join(WORKLOAD_RESOURCES)})")
-        ns, name = ref.namespace, ref.name
-        where = f"{ref.kind} {ns}/{name}"
-        dry = {"dryRun": "All"} if dry_run else {}
-
-        try:
-            with self._kube("get_workload"):
-                obj = request(self.api, "GET", res.path(ns, name))
-        except KubeError as exc:
-            if exc.status == 404:
-                raise Refusal(f"refused: {where} does not exist in cluster {ref.cluster} (404)") from None
-            raise
-        if self.after_read is not None:
-            self.after_read(obj)
-        meta = obj.get("metadata") or {}
-        tick = data.get("tick")
-        if check_marks(where, meta.get("annotations") or {}, decision_id, tick):
-            return "repeat"
-
-        # Re-check against the policy found in this cluster.
-        manifests: list[dict[str, Any]] = []
-        for pres in policy_resources():
-            try:
-                with self._kube(f"list_{pres.plural}"):
-                    items, _ = list_objects(self.api, pres, ns)
-            except KubeError as exc:
-                if exc.status == 404:  # the CRD is not installed
-                    continue
-                raise
-            manifests.extend({**m, "apiVersion": m.get("apiVersion") or pres.api_version} for m in items)
-        pol = data.get("policy") if isinstance(data.get("policy"), Mapping) else {}
-        manifest = find_policy(manifests, ref, pol.get("kind"), pol.get("name"))
-        try:
-            policy = parse_policy(manifest, ref)
-        except (InvalidPolicy, InvalidEvent) as exc:
-            message = f"refused: the policy {manifest.get('kind')} in this cluster is invalid: {exc}"
-            if self.reporter is not None:
-                self.reporter.invalid_policy(
-                    {**manifest, "metadata": {"namespace": ns, **(manifest.get("metadata") or {})}}, message
-                )
-            raise Refusal(message) from None
-        bounds = policy_bounds(policy)
-        errors = check_decision(data, bounds)
-        if errors:
-            raise Refusal("refused: " + "; ".join(errors))
-
-        plan = plan_containers(obj, data.get("containers") or {}, self.config.field_manager)
-        rv = meta.get("resourceVersion")
-        conditional = True  # the first write of the workload carries the resourceVersion read
-
-        if data.get("hpa"):
-            hpa_name = bounds.hpa_name
-            with self._kube(f"list_{HPAS.plural}"):
-                hpas, _ = list_objects(self.api, HPAS, ns)
-            hpa = find_hpa(hpas, ref, hpa_name)
-            patch, summary = hpa_patch(hpa, data["hpa"])
-            if patch:
-                with self._kube("patch_hpa"):
-                    request(
-                        self.api,
-                        "PATCH",
-                        HPAS.path(ns, (hpa.get("metadata") or {}).get("name")),
-                        query={"fieldManager": self.config.field_manager, **dry},
-                        body=patch,
-                        content_type="application/merge-patch+json",
-                    )
-                progress.add("hpa", summary)
-
-        if "replicas" in data:
-            to = count_to(data["replicas"], "replicas")
-            cur = (obj.get("spec") or {}).get("replicas", 1)
-            if cur != to:
-                with self._kube("patch_scale"):
-                    scale = request(
-                        self.api,
-                        "PATCH",
-                        res.path(ns, name, "scale"),
-                        query={"fieldManager": self.config.field_manager, **dry},
-                        body={"metadata": {"resourceVersion": rv}, "spec": {"replicas": to}},
-                        content_type="application/merge-patch+json",
-                    )
-                conditional = False
-                progress.add("replicas", {"from": cur, "to": to})
-                rv = ((scale or {}).get("metadata") or {}).get("resourceVersion") or rv
-
-        marks = {LAST_DECISION: decision_id}
-        if isinstance(tick, int | float):
-            marks[LAST_TICK] = repr(float(tick))
-        body = apply_patch(obj, plan.resources, marks, rv if conditional else None)
-        with self._kube("apply_workload"):
-            request(
-                self.api,
-                "PATCH",
-                res.path(ns, name),
-                query={"fieldManager": self.config.field_manager, "force": True, **dry},
-                body=body,
-                content_type="application/apply-patch+yaml",
-            )
-        if plan.changes:
-            progress.add("containers", plan.changes)
-        if not progress.patched:
-            return "nothing to change: the workload already has the decided values"
-        return None
+    def _attempt(self, ev: Mapping[str, Any], ref: WorkloadRef, dry_run: bool, progress: Progress) -> str | None:
+        attempt = Attempt(
+            self.api, self._kube, self.config.field_manager, after_read=self.after_read, reporter=self.reporter
+        )
+        return attempt.run(ev, ref, dry_run, progress)
 
 
 # --- the consumer loop ------------------------------------------------------------------------
@@ -503,34 +369,22 @@ async def run(
 
     With ``metrics`` (else the ``applier``'s), the results, API calls and consumer lag are reported.
     """
-    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka import AIOKafkaConsumer
 
     if ensure:
         try:
             await ensure_topics(settings, strict=False)
         except Exception as exc:  # no right to create topics at the edge: they must exist already
             log.warning("could not check/create topics: %s", describe(exc))
-    own_topic = config.cluster in getattr(settings, "actuator_clusters", ())
-    actuator = actuator_topic(settings.prefix, config.cluster, getattr(settings, "actuator_clusters", ()))
-    audit = topic_name(settings.prefix, "audit")
-    # A cluster with its own actuator topic finds its blocked reports and dry runs there too (the
-    # worker puts them there), so its principal needs no read right on the audit topic.
-    topics = (actuator,) if own_topic else (actuator, audit)
-    applier = applier or Applier(api, config, metrics=metrics)
-    if metrics is not None and applier.metrics is None:
-        applier.metrics = metrics
-    metrics = applier.metrics
-    if stop is not None:
-        applier.stop = stop
-    if applier.reporter is None:
-        applier.reporter = Reporter(applier.api, config.cluster, dry_run=config.dry_run, metrics=metrics)
-    reporter = applier.reporter
+    layout = Layout(settings.prefix, tuple(getattr(settings, "actuator_clusters", ())))
+    applier, reporter = _wired(applier or Applier(api, config, metrics=metrics), metrics, stop)
+    feed = _Feed(applier, reporter, layout, verifier)
 
     # The actuator brings the decisions to apply; the audit topic the blocked reports and the
     # dry-run decisions, which only the policy status and the Events show (docs/edge.md).
     async def start_consumer() -> Any:
         consumer = AIOKafkaConsumer(
-            *topics,
+            *applier_sources(layout, config.cluster),
             **settings.client_kwargs(),
             group_id=group_id or f"tandem-applier-{config.cluster}",
             enable_auto_commit=False,
@@ -543,107 +397,105 @@ async def run(
 
     # Kafka not reachable yet: wait for it (unready, alive) instead of exiting into a crash loop.
     kafka = f"Kafka {getattr(settings, 'bootstrap', '')}".rstrip()
-    producer = await start_retrying(start_producer, kafka, stop=stop, metrics=metrics)
+    producer = await start_retrying(start_producer, kafka, stop=stop, metrics=applier.metrics)
     if producer is None:
         return
     try:
-        consumer = await start_retrying(start_consumer, kafka, stop=stop, metrics=metrics)
+        consumer = await start_retrying(start_consumer, kafka, stop=stop, metrics=applier.metrics)
         if consumer is None:
             return
         try:
-            while stop is None or not stop.is_set():
-                batches = await consumer.getmany(timeout_ms=300, max_records=100)
-                seen: dict[Any, int] = {}  # audit partitions: committed once per batch
-                for tp, messages in batches.items():
-                    for msg in messages:
-                        if tp.topic == audit:
-                            _take_audit(reporter, msg.value)
-                            seen[TopicPartition(tp.topic, tp.partition)] = msg.offset + 1
-                            continue
-                        refusal = None
-                        if verifier is not None:
-                            try:
-                                verifier.verify(msg.key, msg.value, msg.headers)
-                            except ValueError as exc:  # DecisionRefused: no signature, forged, expired
-                                refusal = f"decision signature: {exc}"
-                        if own_topic and _status_only(msg.value):
-                            # A blocked report or dry run on the cluster's own topic: status, not a write.
-                            if refusal is None:
-                                _take_audit(reporter, msg.value)
-                            else:
-                                log.warning("%s: status report ignored: %s", msg.key, refusal)
-                            # Committed in order with the decisions of the same partition.
-                            await consumer.commit({TopicPartition(tp.topic, tp.partition): msg.offset + 1})
-                            continue
-                        try:
-                            result = await asyncio.to_thread(applier.handle, msg.value, refusal)
-                        except Interrupted as exc:
-                            log.warning("%s; left to the next applier", exc)
-                            return
-                        if result is not None:
-                            if not applier.last_too_old:  # those: one line for a run of them (handle)
-                                level = logging.INFO if result["type"] == APPLIED else logging.WARNING
-                                what = result["data"].get("error", "ok")
-                                log.log(level, "%s %s: %s", result["subject"], result["type"], what)
-                            await producer.send_and_wait(
-                                audit,
-                                value=encode(result),
-                                key=result["subject"].encode(),
-                                timestamp_ms=int(time.time() * 1000),
-                            )
-                        await consumer.commit({TopicPartition(tp.topic, tp.partition): msg.offset + 1})
-                if batches:
-                    await asyncio.to_thread(reporter.flush)
-                if seen:
-                    await consumer.commit(seen)
-                if metrics is not None:
-                    lag = await _lag(consumer)
-                    if lag is not None:
-                        metrics.record_lag(lag)
+            await feed.consume(consumer, producer, stop)
         finally:
             await consumer.stop()
     finally:
         await producer.stop()
 
 
-def _status_only(value: bytes | None) -> bool:
-    """A blocked report or a dry-run decision: for the policy status and Events, never applied."""
-    try:
-        ev = orjson.loads(value) if value else None
-    except orjson.JSONDecodeError:
-        return False  # not a CloudEvent: the applier's handling refuses and audits it
-    if not isinstance(ev, dict):
-        return False
-    data = ev.get("data")
-    return ev.get("type") == BLOCKED or (
-        ev.get("type") == DECISION and isinstance(data, dict) and bool(data.get("dry_run"))
-    )
+def _wired(applier: Applier, metrics: Any, stop: threading.Event | None) -> tuple[Applier, Reporter]:
+    """``applier`` with the loop's metrics (unless it has its own), stop event and a reporter."""
+    if metrics is not None and applier.metrics is None:
+        applier.metrics = metrics
+    if stop is not None:
+        applier.stop = stop
+    if applier.reporter is None:
+        config = applier.config
+        applier.reporter = Reporter(applier.api, config.cluster, dry_run=config.dry_run, metrics=applier.metrics)
+    return applier, applier.reporter
 
 
-def _take_audit(reporter: Reporter, value: bytes | None) -> None:
-    """Hand one audit message to the reporter (anything that is not a CloudEvent is ignored: the
-    audit topic is the worker's, and its own consumers report bad lines)."""
-    if not value:
-        return
-    try:
-        ev = orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return
-    if isinstance(ev, dict):
-        reporter.audit(ev)
+class _Feed:
+    """What the consumer loop does with each message: an audit message (a blocked report, a dry
+    run) to the reporter, a decision to the applier and its result to the audit topic."""
 
+    def __init__(self, applier: Applier, reporter: Reporter, layout: Layout, verifier: Any) -> None:
+        self.applier = applier
+        self.reporter = reporter
+        self.audit = topic_name(layout.prefix, "audit")
+        #: A cluster with its own actuator topic finds its blocked reports and dry runs there too
+        #: (the worker puts them there: streams.routing), so its principal needs no read right on
+        #: the audit topic.
+        self.own_topic = applier.config.cluster in layout.actuator_clusters
+        self.verifier = verifier
 
-async def _lag(consumer: Any) -> int | None:
-    """Messages between the consumer's positions and the high watermarks of its partitions (from
-    the last fetch responses: no request of its own); ``None`` before the first fetch."""
-    lag, known = 0, False
-    try:
-        for tp in consumer.assignment():
-            hw = consumer.highwater(tp)
-            if hw is None:
-                continue  # not fetched yet: the position may not even be known
-            lag += max(0, hw - await consumer.position(tp))
-            known = True
-    except Exception:  # a rebalance took the partition away meanwhile
-        return None
-    return lag if known else None
+    async def consume(self, consumer: Any, producer: Any, stop: threading.Event | None) -> None:
+        """Until ``stop`` is set (or the applier is interrupted): batches of messages, each
+        committed once handled; the reporter flushed after each batch."""
+        from aiokafka import TopicPartition
+
+        reporter, metrics = self.reporter, self.applier.metrics
+        while stop is None or not stop.is_set():
+            batches = await consumer.getmany(timeout_ms=300, max_records=100)
+            seen: dict[Any, int] = {}  # audit partitions: committed once per batch
+            for tp, messages in batches.items():
+                for msg in messages:
+                    if tp.topic == self.audit:
+                        take_audit(reporter, msg.value)
+                        seen[TopicPartition(tp.topic, tp.partition)] = msg.offset + 1
+                        continue
+                    if not await self._actuator(consumer, producer, TopicPartition(tp.topic, tp.partition), msg):
+                        return
+            if batches:
+                await asyncio.to_thread(reporter.flush)
+            if seen:
+                await consumer.commit(seen)
+            if metrics is not None:
+                lag = await consumer_lag(consumer)
+                if lag is not None:
+                    metrics.record_lag(lag)
+
+    async def _actuator(self, consumer: Any, producer: Any, tp: Any, msg: Any) -> bool:
+        """One message of the actuator topic, committed in order with the others of its partition;
+        ``False`` when the applier was stopped while it waited for the API server."""
+        refusal = None
+        if self.verifier is not None:
+            try:
+                self.verifier.verify(msg.key, msg.value, msg.headers)
+            except ValueError as exc:  # DecisionRefused: no signature, forged, expired
+                refusal = f"decision signature: {exc}"
+        if self.own_topic and is_status_only(msg.value):
+            # A blocked report or dry run on the cluster's own topic: status, not a write.
+            if refusal is None:
+                take_audit(self.reporter, msg.value)
+            else:
+                log.warning("%s: status report ignored: %s", msg.key, refusal)
+            await consumer.commit({tp: msg.offset + 1})
+            return True
+        try:
+            result = await asyncio.to_thread(self.applier.handle, msg.value, refusal)
+        except Interrupted as exc:
+            log.warning("%s; left to the next applier", exc)
+            return False
+        if result is not None:
+            if not self.applier.last_too_old:  # those: one line for a run of them (handle)
+                level = logging.INFO if result["type"] == APPLIED else logging.WARNING
+                what = result["data"].get("error", "ok")
+                log.log(level, "%s %s: %s", result["subject"], result["type"], what)
+            await producer.send_and_wait(
+                self.audit,
+                value=encode(result),
+                key=result["subject"].encode(),
+                timestamp_ms=int(time.time() * 1000),
+            )
+        await consumer.commit({tp: msg.offset + 1})
+        return True

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from cli.options import add_edge_metrics_options
-from edge.applier import Applier, ApplierConfig, _status_only
+from edge.applier import Applier, ApplierConfig
 from edge.checks import (
     FIELD_MANAGER,
     LAST_DECISION,
@@ -31,6 +31,7 @@ from edge.checks import (
     policy_bounds,
     result_label,
 )
+from edge.intake import is_status_only
 from scaling.cloudevents import APPLIED, APPLY_FAILED, DECISION, cloudevent
 from scaling.events import WorkloadRef
 from scaling.policies import parse_policy
@@ -544,12 +545,12 @@ def test_check_marks_lets_a_new_decision_through() -> None:
 
 def test_blocked_reports_and_dry_runs_on_a_clusters_own_topic_are_status_only() -> None:
     """On ``<prefix>actuator.<cluster>`` the worker also puts what the applier only shows in the status."""
-    assert _status_only(orjson.dumps({"type": "dev.tandem.blocked.v1", "data": {}}))
-    assert _status_only(orjson.dumps({"type": "dev.tandem.decision.v1", "data": {"dry_run": True}}))
-    assert not _status_only(orjson.dumps({"type": "dev.tandem.decision.v1", "data": {"dry_run": False}}))
-    assert not _status_only(orjson.dumps({"type": "dev.tandem.decision.v1", "data": {}}))
-    assert not _status_only(b"not json")  # refused and audited by the applier's own handling
-    assert not _status_only(None)
+    assert is_status_only(orjson.dumps({"type": "dev.tandem.blocked.v1", "data": {}}))
+    assert is_status_only(orjson.dumps({"type": "dev.tandem.decision.v1", "data": {"dry_run": True}}))
+    assert not is_status_only(orjson.dumps({"type": "dev.tandem.decision.v1", "data": {"dry_run": False}}))
+    assert not is_status_only(orjson.dumps({"type": "dev.tandem.decision.v1", "data": {}}))
+    assert not is_status_only(b"not json")  # refused and audited by the applier's own handling
+    assert not is_status_only(None)
 
 
 def test_hpa_patch_removes_the_metrics_a_decision_names() -> None:

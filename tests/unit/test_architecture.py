@@ -245,7 +245,7 @@ def test_the_checks_see_the_repository() -> None:
     """Guard against a checker that passes because it reads nothing."""
     found = {(i.source, i.target) for i in imports(ROOT)}
     assert ("scaling.own", "scaling.policies.templates") in found
-    assert ("edge.applier", "scaling.policies") in found
+    assert ("edge.attempt", "scaling.policies") in found
     assert ("scaling.reconcile", "scaling.own") in found
 
 
