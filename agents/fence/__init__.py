@@ -13,7 +13,8 @@ re-read: each function says which private name it reaches and why no public one 
 * :mod:`~agents.fence.inspection`: read-only views of their private state (offsets, fetch state,
   await chains) for the pipeline's checks and stall reports;
 * :mod:`~agents.fence.watch`: the fetch watch, which ends an aiokafka fetch that never ends;
-* :mod:`~agents.fence.faults`: fault hooks for the tests, installed only under ``TANDEM_FAULT_*``;
+* :mod:`~agents.fence.faults`: fault hooks for the tests, installed by :mod:`agents.faults`
+  (``tandem worker``) only under ``TANDEM_FAULT_*``;
 * :mod:`~agents.fence.batches`: ``take_batches``, Faust's stream loop re-implemented for the
   pipeline's batches.
 

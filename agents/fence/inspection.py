@@ -139,7 +139,7 @@ async def in_consumer_thread(app: Any, fn: Callable[[Any], T]) -> T:
     Faust runs aiokafka on its own thread and event loop (``Consumer._thread``); aiokafka's
     ``pause``/``resume``/``paused`` must run there (pausing creates a future of that loop).
     Faust's public ``pause_partitions`` is not the same thing: it only filters what Faust hands
-    to the streams and drops records it already fetched (see ``Pipeline._fetch_control``).
+    to the streams and drops records it already fetched (see ``agents.flow.FlowControl.fetch_control``).
     """
     thread = app.consumer._thread
     consumer = thread._ensure_consumer()
