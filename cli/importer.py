@@ -22,7 +22,7 @@ import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any, NamedTuple, cast
 
 import orjson
 
@@ -31,7 +31,7 @@ from ops.errors import describe
 from scaling.errors import InvalidEvent
 from scaling.events import Event, decode_event
 from scaling.vocabulary import EVENT_TYPES
-from streams.inputs import SettingsError, load_core_settings, load_yaml_file
+from streams.inputs import SettingsError, load_yaml_file
 from streams.prometheus import (
     MAX_POINTS,
     WINDOW_POINTS,
@@ -95,7 +95,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
     q.add_argument("--cluster", default=env("cluster"), required=env("cluster") is None, help="the cluster's name")
     q.add_argument("--namespace", action="append", default=[], help="only this namespace (repeatable; default all)")
     q.add_argument("--out", default=env("out"), help="JSON Lines file (.gz: gzip); default stdout unless --publish")
-    q.add_argument("--publish", action="store_true", help="write the events to the input topics, with watermarks")
+    q.add_argument(
+        "--publish",
+        action="store_true",
+        help="write the history as history envelopes to the metrics topic (learn only)",
+    )
     q.add_argument("--queries", default=env("queries"), help="YAML file overriding queries and label names")
     q.add_argument("--bearer-token-file", default=env("bearer_token_file"), help="file holding a bearer token")
     q.add_argument("--basic-auth-file", default=env("basic_auth_file"), help="file holding USER:PASSWORD")
@@ -111,10 +115,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
         default=env("window", WINDOW_POINTS),
         help=f"steps read and turned into events at once: bounds the memory (default {WINDOW_POINTS})",
     )
-    q.add_argument("--config", default=env("config"), help="settings YAML file (the sync period of --publish)")
-    q.add_argument(
-        "--sync-period", type=float, default=env("sync_period"), help="tick period for --publish's watermarks"
-    )
+    # The importer's clock, pinned (RFC 3339): relative times and the envelopes' ts (tests).
+    q.add_argument("--now", default=None, help=argparse.SUPPRESS)
     add_kafka_options(q)
     add_input_signing_options(q)
     q.set_defaults(run=run)
@@ -163,86 +165,96 @@ def _queries(path: str | None) -> QuerySet:
         raise _Usage(f"--queries: {exc}") from None
 
 
-def run(args: argparse.Namespace) -> int:
-    started = time.monotonic()
-    try:
-        now = time.time()
-        start = parse_time(args.start, "--start", now)
-        end = parse_time(args.end, "--end", now)
-        step = parse_duration(args.step, "--step")
-        if step <= 0:
-            raise ValueError("--step: expected a duration above 0")
-        if end < start:
-            raise ValueError("--end: before --start")
-        if not args.cluster or "/" in args.cluster:
-            raise ValueError(f"--cluster: {args.cluster!r} is not a cluster name")
-        for option in ("max_points", "parallel", "attempts", "window"):
-            if getattr(args, option) < 1:
-                raise ValueError(f"--{option.replace('_', '-')}: expected a count >= 1")
-        auth = _auth(args)
-        queries = _queries(args.queries)
-        if args.out and args.out != "-":
-            parent = Path(args.out).parent
-            if not parent.is_dir():
-                raise ValueError(f"--out: {parent}: no such directory")
-    except (ValueError, _Usage) as exc:
-        print(f"{_PROG}: {exc}", file=sys.stderr)
-        return 2
+class _Options(NamedTuple):
+    """What ``run`` reads from the command line, checked."""
+
+    now: float
+    start_ms: int
+    end_ms: int
+    step_ms: int
+    auth: Auth
+    queries: QuerySet
+
+
+def _options(args: argparse.Namespace) -> _Options:
+    """The checked options; ``ValueError`` or ``_Usage`` naming the first bad one."""
+    now = parse_time(args.now, "--now", time.time()) if args.now else time.time()
+    start = parse_time(args.start, "--start", now)
+    end = parse_time(args.end, "--end", now)
+    step = parse_duration(args.step, "--step")
+    if step <= 0:
+        raise ValueError("--step: expected a duration above 0")
+    if end < start:
+        raise ValueError("--end: before --start")
+    if not args.cluster or "/" in args.cluster:
+        raise ValueError(f"--cluster: {args.cluster!r} is not a cluster name")
+    for option in ("max_points", "parallel", "attempts", "window"):
+        if getattr(args, option) < 1:
+            raise ValueError(f"--{option.replace('_', '-')}: expected a count >= 1")
+    auth = _auth(args)
+    queries = _queries(args.queries)
+    if args.out and args.out != "-":
+        parent = Path(args.out).parent
+        if not parent.is_dir():
+            raise ValueError(f"--out: {parent}: no such directory")
     step_ms = round(step * 1000)
     # the grid: multiples of the step, so that two imports of overlapping ranges agree
     start_ms = -(-round(start * 1000) // step_ms) * step_ms
     end_ms = round(end * 1000) // step_ms * step_ms
-    client = Client(args.url, auth, attempts=args.attempts)
+    return _Options(now, start_ms, end_ms, step_ms, auth, queries)
+
+
+class _Tally:
+    """What the summary line counts, event by event."""
+
+    def __init__(self) -> None:
+        self.stats = ImportStats()
+        self.counts = dict.fromkeys(EVENT_TYPES, 0)
+        self.workloads: set[tuple[str, str, str]] = set()
+        self.metric_steps = 0
+
+    def add(self, raw: dict[str, Any]) -> None:
+        self.counts[raw["type"]] += 1
+        w = raw["workload"]
+        self.workloads.add((w["namespace"], w["kind"], w["name"]))
+        self.metric_steps += raw["type"] == "metric"
+
+    def summary(self, o: _Options, seconds: float) -> str:
+        by_type = ", ".join(f"{self.counts[t]} {t}" for t in EVENT_TYPES if self.counts[t]) or "none"
+        steps = (o.end_ms - o.start_ms) // o.step_ms + 1
+        gaps = len(self.workloads) * steps - self.metric_steps
+        return (
+            f"{_PROG}: {len(self.stats.series)} series, {self.stats.samples} samples in {self.stats.requests} "
+            f"request(s); {sum(self.counts.values())} event(s) ({by_type}) for {len(self.workloads)} workload(s) "
+            f"over {steps} step(s) of {o.step_ms / 1000:g} s, {gaps} workload-step(s) without metrics; {seconds:.1f} s"
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    try:
+        o = _options(args)
+    except (ValueError, _Usage) as exc:
+        print(f"{_PROG}: {exc}", file=sys.stderr)
+        return 2
     tty = sys.stderr.isatty()
-
-    def progress(done: int, total: int) -> None:
-        if tty:
-            sys.stderr.write(f"\r{_PROG}: {done}/{total} window(s) of {args.window} step(s)")
-            sys.stderr.flush()
-
-    stats = ImportStats()
-    counts = dict.fromkeys(EVENT_TYPES, 0)
-    workloads: set[tuple[str, str, str]] = set()
-    metric_steps = 0
-    keep: list[Line] = []  # for --publish or stdout; --out is written as the windows come
+    tally = _Tally()
+    keep: list[dict[str, Any]] = []  # for --publish or stdout; --out is written as the windows come
     sink = _Sink(args.out) if args.out and args.out != "-" else None
     try:
-        for window in import_history(
-            client, queries, args.cluster, start_ms, end_ms, step_ms, args.namespace, stats=stats,
-            max_points=args.max_points, parallel=args.parallel, window_points=args.window, progress=progress,
-        ):  # fmt: skip
-            for raw in window:
-                try:
-                    event = decode_event(raw)
-                except InvalidEvent as exc:
-                    print(
-                        f"{_PROG}: warning: a {raw['type']} event of {raw['workload']} left out: {exc}", file=sys.stderr
-                    )
-                    continue
-                counts[raw["type"]] += 1
-                w = raw["workload"]
-                workloads.add((w["namespace"], w["kind"], w["name"]))
-                metric_steps += raw["type"] == "metric"
-                if sink is not None:
-                    sink.write(raw)
-                if sink is None or args.publish:
-                    keep.append((raw["ts"], len(keep), ("prometheus", len(keep) + 1, raw), event))
-    except PrometheusError as exc:
+        _read(args, o, tally, sink, keep, tty)
+    except (PrometheusError, OSError) as exc:
         if sink is not None:
             sink.discard()
-        print(("\n" if tty else "") + f"{_PROG}: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        if sink is not None:
-            sink.discard()
-        print(f"{_PROG}: --out: {args.out}: {exc.strerror or exc}", file=sys.stderr)
+        where = str(exc) if isinstance(exc, PrometheusError) else f"--out: {args.out}: {exc.strerror or exc}"
+        print(("\n" if tty and isinstance(exc, PrometheusError) else "") + f"{_PROG}: {where}", file=sys.stderr)
         return 1
     if tty:
         sys.stderr.write("\r" + " " * 60 + "\r")
-    for warning in stats.warnings:
+    for warning in tally.stats.warnings:
         print(f"{_PROG}: warning: {warning}", file=sys.stderr)
     if args.publish:
-        code = _publish(args, keep)
+        code = _publish(args, keep, o)
         if code:
             if sink is not None:
                 sink.discard()
@@ -255,21 +267,40 @@ def run(args: argparse.Namespace) -> int:
             print(f"{_PROG}: --out: {args.out}: {exc.strerror or exc}", file=sys.stderr)
             return 1
     elif not args.publish:
-        for line in keep:
-            sys.stdout.write(orjson.dumps(line[2][2], option=orjson.OPT_APPEND_NEWLINE).decode())
+        for raw in keep:
+            sys.stdout.write(orjson.dumps(raw, option=orjson.OPT_APPEND_NEWLINE).decode())
         sys.stdout.flush()
-
-    by_type = ", ".join(f"{counts[t]} {t}" for t in EVENT_TYPES if counts[t]) or "none"
-    steps = (end_ms - start_ms) // step_ms + 1
-    gaps = len(workloads) * steps - metric_steps
-    total = sum(counts.values())
-    print(
-        f"{_PROG}: {len(stats.series)} series, {stats.samples} samples in {stats.requests} request(s); "
-        f"{total} event(s) ({by_type}) for {len(workloads)} workload(s) over {steps} step(s) "
-        f"of {step:g} s, {gaps} workload-step(s) without metrics; {time.monotonic() - started:.1f} s",
-        file=sys.stderr,
-    )
+    print(tally.summary(o, time.monotonic() - started), file=sys.stderr)
     return 0
+
+
+def _read(
+    args: argparse.Namespace, o: _Options, tally: _Tally, sink: _Sink | None, keep: list[dict[str, Any]], tty: bool
+) -> None:
+    """Every window of the history: each event checked against the contract, counted, written to
+    ``sink`` and kept in ``keep`` for ``--publish`` or standard output."""
+
+    def progress(done: int, total: int) -> None:
+        if tty:
+            sys.stderr.write(f"\r{_PROG}: {done}/{total} window(s) of {args.window} step(s)")
+            sys.stderr.flush()
+
+    client = Client(args.url, o.auth, attempts=args.attempts)
+    for window in import_history(
+        client, o.queries, args.cluster, o.start_ms, o.end_ms, o.step_ms, args.namespace, stats=tally.stats,
+        max_points=args.max_points, parallel=args.parallel, window_points=args.window, progress=progress,
+    ):  # fmt: skip
+        for raw in window:
+            try:
+                decode_event(raw)
+            except InvalidEvent as exc:
+                print(f"{_PROG}: warning: a {raw['type']} event of {raw['workload']} left out: {exc}", file=sys.stderr)
+                continue
+            tally.add(raw)
+            if sink is not None:
+                sink.write(raw)
+            if sink is None or args.publish:
+                keep.append(raw)
 
 
 #: One event as :func:`streams.publish.messages` takes it: ``(ts, seq, (source, line, raw), event)``.
@@ -307,89 +338,69 @@ class _Sink:
             self.tmp.unlink(missing_ok=True)
 
 
-def _publish(args: argparse.Namespace, lines: list[Line]) -> int:
-    from streams.publish import messages, publish, warn_retention
-    from streams.topics import TopicMismatch, ensure_topics, input_topic, list_topics
+#: Seconds between two rounds of ``--publish`` (one envelope of each workload a round): an
+#: envelope waits in the worker's slot of its workload until the cluster's next watermark, so
+#: a slot holds the envelopes of a scrape interval or so, not a month of them.
+ROUND_SECONDS = 5.0
+
+
+def _publish(args: argparse.Namespace, events: list[dict[str, Any]], o: _Options) -> int:
+    """The history as ``history`` envelopes on the metrics topic (docs/contract.md §3), stamped with
+    the present: a worker learns from them, whether or not the cluster's live events reached it
+    first, and decides none of their ticks (docs/import.md, "warm start")."""
+    from streams.history import envelopes
+    from streams.publish import messages, publish
+    from streams.topics import TopicMismatch, ensure_topics
 
     logging.getLogger("aiokafka").setLevel(logging.ERROR)
     try:
         settings = kafka_settings(args)
-        core = load_core_settings(args.config, args.cluster, args.sync_period)
     except (OSError, ValueError, SettingsError) as exc:
         print(f"{_PROG}: {exc}", file=sys.stderr)
         return 2
     if settings.input_signing is not None and args.cluster not in settings.input_signing:
         print(f"{_PROG}: no input signing key for cluster {args.cluster}", file=sys.stderr)
         return 2
-    plan = messages(settings.prefix, [], lines, lines[0][0] if lines else 0.0, settings.input_clusters)
-    workloads = input_topic(settings.prefix, "workload", args.cluster, settings.input_clusters)
+    end = o.end_ms / 1000
+    per_workload: dict[str, list[dict[str, Any]]] = {}
+    for envelope in envelopes(events, end, end):
+        w = envelope["workload"]
+        key = "/".join(w[f] for f in ("cluster", "namespace", "kind", "name"))
+        per_workload.setdefault(key, []).append(envelope)
+    rounds = [
+        [envs[r] for envs in per_workload.values() if r < len(envs)]
+        for r in range(max(map(len, per_workload.values()), default=0))
+    ]
 
     async def go() -> int:
         await ensure_topics(settings)
-        seen = await cluster_seen(settings, workloads, args.cluster)
-        if seen is not None:
-            raise _Live(
-                f"{workloads} already holds cluster {args.cluster} (key {seen!r}): a worker has run ticks of its "
-                "own for it, so this history would come late and replace newer state; publish history before "
-                "the cluster's first live event (before `tandem collect` starts), or under another --topic-prefix "
-                "(docs/import.md)"
-            )
-        warn_retention(await list_topics(settings), plan.oldest)
-        return await publish(settings, plan, period=core.sync_period)
+        sent, ts = 0, end
+        for r, batch in enumerate(rounds):
+            if r and not args.now:
+                await asyncio.sleep(ROUND_SECONDS)
+            # The present (the clock, or --now), never before the history's end nor the last round.
+            ts = max(o.now if args.now else time.time(), ts)
+            lines: list[Line] = []
+            for envelope in batch:
+                envelope["ts"] = ts
+                lines.append((ts, len(lines), ("prometheus", len(lines) + 1, envelope), decode_event(envelope)))
+            # no watermarks: they would promise what the cluster's collector writes, not this command
+            sent += await publish(settings, messages(settings.prefix, [], lines, ts, settings.input_clusters))
+        return sent
 
     try:
         sent = asyncio.run(go())
-    except _Live as exc:
-        print(f"{_PROG}: {exc}", file=sys.stderr)
-        return 1
     except TopicMismatch as exc:
         print(f"{_PROG}: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:
         print(f"{_PROG}: {settings.bootstrap}: {describe(exc)}", file=sys.stderr)
         return 1
-    print(f"{_PROG}: published {sent} message(s) to {settings.prefix}* on {settings.bootstrap}", file=sys.stderr)
+    carried = sum(len(envelope["events"]) for batch in rounds for envelope in batch)
     print(
-        f"{_PROG}: a worker decides the past ticks of this history too; appliers refuse those decisions "
-        "(tandem apply --max-decision-age, docs/edge.md)",
+        f"{_PROG}: published {sent} history envelope(s) ({carried} past metric and workload event(s) of "
+        f"{len(per_workload)} workload(s)) to {settings.prefix}metrics on {settings.bootstrap}: "
+        "a worker learns from them and decides none of their ticks",
         file=sys.stderr,
     )
     return 0
-
-
-class _Live(Exception):
-    """The input topics already hold the cluster: history published now would come late."""
-
-
-async def cluster_seen(settings: Any, topic: str, cluster: str) -> str | None:
-    """The key of a record of ``cluster`` in ``topic`` (its workloads topic: compacted, so it keeps
-    every workload a collector ever reported), or ``None`` when there is none.
-
-    History must reach a worker before the cluster's first live event: after it, every history
-    event is late (docs/contract.md §6), applied to the state after newer ones, so a month-old
-    ``workload`` event would replace the current spec.  A record keyed by the cluster itself is a
-    watermark (§3a), which only a producer of the cluster writes."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-
-    consumer = AIOKafkaConsumer(**settings.client_kwargs(), enable_auto_commit=False)
-    await consumer.start()
-    try:
-        # every topic has settings.partitions partitions (ensure_topics checked it)
-        tps = [TopicPartition(topic, p) for p in range(settings.partitions)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        ends = await consumer.end_offsets(tps)
-        mine, own = cluster.encode(), cluster.encode() + b"/"
-        left = {tp for tp in tps if ends[tp] > 0}
-        while left:
-            batches = await consumer.getmany(*left, timeout_ms=1000)
-            for records in batches.values():
-                for r in records:
-                    if r.key is not None and (r.key == mine or r.key.startswith(own)):
-                        return str(r.key.decode(errors="replace"))
-            for tp in list(left):
-                if await consumer.position(tp) >= ends[tp]:
-                    left.discard(tp)
-        return None
-    finally:
-        await consumer.stop()

@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -28,7 +29,9 @@ from edge.kube import DEPLOYMENTS
 from scaling.cloudevents import APPLIED, APPLY_FAILED
 from scaling.engine import Engine
 from scaling.settings import Settings
+from streams.history import envelopes
 from tests import prometheus_fleet as fleet
+from tests.fixtures.kafka import wait_for
 from tests.integration.test_applier_kube import (
     CLUSTER,
     HVPA_V1,
@@ -41,6 +44,20 @@ from tests.integration.test_applier_kube import (
     install_crds,
     install_rbac,
     read,
+)
+from tests.integration.test_worker_kafka import (
+    PARTITIONS,
+    Worker,
+    _assert_no_tracebacks,
+    assert_audit_is_replay,
+    env_for,
+    publish,
+    read_events,
+    read_topic,
+    replay,
+    wait_caught_up,
+    workers,
+    write_stream,
 )
 
 pytestmark = pytest.mark.prometheus
@@ -345,45 +362,130 @@ def _read_partition(broker: str, topic: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.kafka
-def test_publish_writes_the_stream_to_the_input_topics_between_watermarks(
+def test_publish_writes_history_envelopes_to_the_metrics_topic_and_out_the_plain_events(
     prometheus: str, kafka_broker: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "history.jsonl"
-    prefix = "imp31."
+    prefix = f"imp{uuid.uuid4().hex[:6]}."
     kafka = ["--broker", kafka_broker, "--topic-prefix", prefix, "--partitions", "1", "--retention-ms", "-1"]
-    assert _import(prometheus, "--publish", "--sync-period", "15", *kafka, out=out) == 0
-    assert "tandem import prometheus: published 142 message(s)" in capsys.readouterr().err
-    events = _read(out)
-    first = {"type": "watermark", "cluster": "c1", "ts": fleet.T0 - 15}
-    last = {"type": "watermark", "cluster": "c1", "ts": fleet.END}
-    for kind, topic in (("metric", "metrics"), ("workload", "workloads"), ("hpa", "hpa"), ("vpa", "vpa")):
-        records = _read_partition(kafka_broker, prefix + topic)
-        assert records == [first, *(e for e in events if e["type"] == kind), last], topic
+    now = fleet.END + 3600
+    assert _import(prometheus, "--publish", "--now", _rfc3339(now), *kafka, out=out) == 0
+    assert (
+        "tandem import prometheus: published 3 history envelope(s) (128 past metric and workload event(s) of 3 "
+        f"workload(s)) to {prefix}metrics on {kafka_broker}: a worker learns from them and decides none of their "
+        "ticks\n"
+    ) in capsys.readouterr().err
+    events = _read(out)  # --out: the plain events, for replay, report and simulate
+    assert {e["type"] for e in events} == {"metric", "workload", "hpa"}
+    assert _read_partition(kafka_broker, prefix + "metrics") == envelopes(events, now, fleet.END)
+    for topic in ("workloads", "hpa", "vpa", "policies"):
+        assert _read_partition(kafka_broker, prefix + topic) == [], topic  # no watermark either
+
+
+def _own_vpa_at(events: list[dict[str, Any]], tick: float) -> dict[str, Any]:
+    """tandem's own VPA recommendation for shop/web's app in force at ``tick`` (the last one made
+    at or before it) from an Hvpa replay of ``events``."""
+    manifest = hvpa("web", "web", max_replicas=10)
+    manifest["metadata"]["namespace"] = "shop"
+    engine = Engine(Settings(cluster="c1"))
+    engine.add_policy(manifest)
+    own = [e for kind, e in engine.run(events) if kind == "vpa" and e["ts"] <= tick]
+    app: dict[str, Any] = own[-1]["containers"]["app"]
+    return app
+
+
+def _rfc3339(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @pytest.mark.kafka
-def test_publish_is_refused_once_the_cluster_is_in_the_pipeline(
-    prometheus: str, kafka_broker: str, capsys: pytest.CaptureFixture[str]
+def test_history_published_after_live_events_warms_the_own_vpa_and_no_past_tick_is_decided(
+    prometheus: str, kafka_broker: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # History reaches a worker before the cluster's first live event, or it would come late and
-    # replace newer state: a second import (or one after `tandem collect` started) is refused.
+    """A worker runs the live stream of shop/web; the history comes while it does (a second
+    import is taken as well, not refused): at the first recommendation after it, tandem's own VPA
+    is the warmed one, the one `tandem replay` gives for what the topics hold, and no decision of
+    a past tick reaches the actuator topic."""
+    out = tmp_path / "all.jsonl"
+    assert _import(prometheus, out=out) == 0
+    events = _read(out)
+    live_from = fleet.END - 600
+    first_live = min(e["ts"] for e in events if e["ts"] > live_from)
+    restart = [
+        {
+            **[e for e in events if e["type"] == kind and e["ts"] <= live_from and _key(e)[2] == "web"][-1],
+            "ts": first_live,
+        }
+        for kind in ("workload", "hpa")
+    ]
+    live = [*restart, *(e for e in events if e["ts"] > live_from)]
+    envelope_ts = first_live + 130  # after the live events of the first two minutes and their last watermark
+    before = [e for e in live if e["ts"] <= first_live + 120]
+    after = [e for e in live if e["ts"] > envelope_ts]
+    manifest = hvpa("web", "web", max_replicas=10)
+    manifest["metadata"]["namespace"] = "shop"
+    manifest["metadata"].setdefault("annotations", {})["tandem.dev/cluster"] = "c1"
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, policies = write_stream(tmp_path / "a", before, [manifest])
+    second, _ = write_stream(tmp_path / "b", after, [])
+
     prefix = f"imp{uuid.uuid4().hex[:6]}."
-    kafka = ["--broker", kafka_broker, "--topic-prefix", prefix, "--partitions", "1", "--retention-ms", "-1"]
-    assert _import(prometheus, "--publish", "--sync-period", "15", *kafka) == 0
-    assert (
-        "tandem import prometheus: a worker decides the past ticks of this history too; appliers refuse those "
-        "decisions (tandem apply --max-decision-age, docs/edge.md)\n"
-    ) in capsys.readouterr().err
-    assert _import(prometheus, "--publish", "--sync-period", "15", *kafka) == 1
-    err = capsys.readouterr().err.splitlines()
-    assert err[-1] == (
-        f"tandem import prometheus: {prefix}workloads already holds cluster c1 (key 'c1'): a worker has run "
-        "ticks of its own for it, so this history would come late and replace newer state; publish history "
-        "before the cluster's first live event (before `tandem collect` starts), or under another --topic-prefix "
-        "(docs/import.md)"
+    env = env_for(kafka_broker, prefix)
+    kafka = [
+        "--broker",
+        kafka_broker,
+        "--topic-prefix",
+        prefix,
+        "--partitions",
+        str(PARTITIONS),
+        "--retention-ms",
+        "-1",
+    ]
+    history = ["--end", _rfc3339(live_from), "--now", _rfc3339(envelope_ts), "--publish", *kafka]
+    capsys.readouterr()
+    with workers() as ws:
+        publish(env, first, policies)
+        ws.append(Worker(tmp_path, "a", env))
+        wait_for(
+            lambda: any(e.get("source") == "tandem" for e in read_events(kafka_broker, prefix + "vpa")),
+            120,
+            interval=0.5,
+            message=lambda: f"the live stream's own VPA ({ws[0].text()[-3000:]})",
+        )
+        wait_caught_up(kafka_broker, prefix)
+        for _ in range(2):  # the history, then the same again: learned twice, never refused
+            args = ["import", "prometheus", prometheus, "--start", START, "--cluster", "c1", "--attempts", "1"]
+            assert main([*args, *history]) == 0, capsys.readouterr().err
+        assert "published 3 history envelope(s)" in capsys.readouterr().err
+        publish(env, second, [])
+        wait_caught_up(kafka_broker, prefix)
+        assert ws[0].stop() == 0
+    _assert_no_tracebacks(*ws)
+    assert read_topic(kafka_broker, prefix + "deadletter") == []
+
+    own = [e for e in read_events(kafka_broker, prefix + "vpa") if e.get("source") == "tandem"]
+    warm = next(e for e in own if e["ts"] > envelope_ts and _key(e)[2] == "web")
+    assert warm["ts"] == first_live + 180
+    assert warm["containers"]["app"] == _own_vpa_at(events, warm["ts"])  # the uninterrupted stream's
+    assert (warm["containers"]["app"]["target"], warm["containers"]["app"]["lower_bound"]) == (
+        {"cpu": "977m", "memory": "511772986"},
+        {"cpu": "538m", "memory": "437440860"},
     )
-    records = _read_partition(kafka_broker, prefix + "workloads")
-    assert len(records) == 2 + 7  # the first import's watermarks and workload events, nothing of the second
+    cold = [e for e in own if e["ts"] <= envelope_ts and _key(e)[2] == "web"][-1]
+    assert cold["containers"]["app"]["target"] == {"cpu": "1038m", "memory": "351198544"}  # the live input alone
+    # what the topics hold, replayed: the same own recommendations and audit
+    recorded = tmp_path / "recorded.jsonl"
+    inputs = [e for t in ("metrics", "workloads", "hpa") for e in read_events(kafka_broker, prefix + t)]
+    inputs = [e for e in inputs if e.get("type") != "watermark" and e.get("source") != "tandem"]
+    recorded.write_bytes(b"".join(json.dumps(e).encode() + b"\n" for e in sorted(inputs, key=lambda e: e["ts"])))
+    assert sum(e["type"] == "history" for e in inputs) == 6
+    expected = replay(tmp_path, recorded, policies)
+    assert [e for e in expected if e.get("source") == "tandem" and e["type"] == "vpa"] == own
+    audit = read_events(kafka_broker, prefix + "audit")
+    assert_audit_is_replay(audit, [e for e in expected if "specversion" in e])
+    decisions = read_events(kafka_broker, prefix + "actuator")
+    assert audit and all(d["data"]["tick"] >= first_live for d in [*decisions, *audit])  # nothing of the past
 
 
 def _own_vpa(events: list[dict[str, Any]], tick: float) -> dict[str, Any]:
