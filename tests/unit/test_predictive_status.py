@@ -9,7 +9,6 @@ from typing import Any
 
 from analysis.holt_winters import HoltWinters
 from edge.status import Observation, fold_status
-from schemas.words import describe_inputs
 from scaling.cloudevents import APPLIED
 from scaling.events import WorkloadRef
 from scaling.outcome import Outcome, View
@@ -17,6 +16,7 @@ from scaling.policies.bounds import Bounds
 from scaling.policies.delegating import DelegatingPolicy
 from scaling.policies.predictive import Predictive, PredictiveSpec
 from scaling.policies.templates import HpaTemplate
+from schemas.words import describe_inputs
 
 TICK = 1_762_851_540.0  # 2025-11-11T08:59:00Z
 TORTOISE = {
