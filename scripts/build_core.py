@@ -22,9 +22,9 @@ copies in the build are what runs):
 * ``scaling/__init__.py``, which chooses the core and so must run before any compiled module;
 * ``scaling/errors.py``: its ``InvalidEvent`` is subclassed outside the core
   (``streams.signing.InputRefused``, ``streams.inputs.BrokenStream``) and a compiled class refuses
-  interpreted subclasses unless marked with ``mypy_extensions.mypyc_attr``, which would make the
-  interpreted core import ``mypy_extensions``; errors are raised once per bad input, so an
-  interpreted exception class costs nothing measurable.
+  interpreted subclasses unless marked with ``mypy_extensions.mypyc_attr`` (as
+  ``scaling/policies/delegating.py`` is, for the simulator's Holt-Winters baseline); errors are
+  raised once per bad input, so an interpreted exception class costs nothing measurable.
 
 Options (measured in docs/performance.md, "A compiled core, shipped"): the whole core in one
 group, so calls between modules are direct C calls; ``multi_file`` splits its C code into one file
