@@ -46,28 +46,37 @@ time and the wall clock only decide
 *when* that happens, never *what* a decision says: its content is pure event time.  The price is
 that an event arriving later with ``ts <=`` an already reconciled tick (a late event) is applied to
 the state without a retroactive decision, as the core does for any late event.
+
+Four modules, one job each: :mod:`streams.watermarks` (the clocks and their bounds),
+:mod:`streams.inbox` (the slots and their release order), :mod:`streams.records` (what an input
+record must be) and this one (the merge: offer, release, flush, backpressure).
 """
 
 from __future__ import annotations
 
-import math
-from bisect import bisect_right
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Any
-
-import orjson
 
 from scaling.cloudevents import cloudevent, rfc3339
 from scaling.errors import InvalidEvent
-from scaling.events import Event, PolicyEvent, WorkloadRef, decode_event
+from scaling.events import Event, WorkloadRef, decode_event
 from scaling.reconcile import flush, ingest, tick_of
 from scaling.settings import Settings
-from scaling.spelling import did_you_mean
 from scaling.state import WorkloadState
-from scaling.vocabulary import LATE, TIE_ORDER, TOPIC_OF, WATERMARK
+from scaling.vocabulary import LATE, TOPIC_OF
+from streams.inbox import Entry, Slot
+from streams.records import (
+    Misrouted,
+    check_routing,
+    decode_watermark,
+    partition_key,
+    policy_key,
+    tombstone,
+    watermark,
+)
+from streams.watermarks import INF, KINDS, PartitionClock, ReleaseBounds, SourceClock, cluster_of, source_of
 
 __all__ = [
     "INF",
@@ -91,452 +100,17 @@ __all__ = [
     "watermark",
 ]
 
-INF = math.inf
 #: Seconds behind the worker's wall clock within which a cluster's watermark counts as live
 #: (a collector writes one per scrape): see :meth:`Merger.flush_idle`.
 LIVE_LAG = 300.0
-#: Input event types; a type's rank orders events with the same ``ts`` (any fixed order would do).
-KINDS = TIE_ORDER
+#: The rank of an input type: it orders events with the same ``ts`` (:data:`streams.watermarks.KINDS`).
 RANK = {kind: i for i, kind in enumerate(KINDS)}
-
-
-def source_of(kind: str, cluster: str | None = None) -> str:
-    """The merge's name of an input topic: its event type for a shared topic, ``type/cluster`` for a
-    cluster's own (``--input-clusters``; no cluster name holds a ``/``).  The shared topics keep the
-    names that slots and watermarks were persisted under before clusters had topics of their own."""
-    return kind if cluster is None else f"{kind}/{cluster}"
-
-
-#: An inbox entry: (ts, type rank, offset, raw JSON value, decoded event or None after a reload).
-Entry = tuple[float, int, int, Any, Event | None]
-_entry_order = itemgetter(0, 1, 2)
-_entry_ts = itemgetter(0)
-
-
-# ---------------------------------------------------------------------------------------- clocks
-
-
-@dataclass(slots=True)
-class SourceClock:
-    """What is known of one input topic-partition ``(topic, p)``."""
-
-    #: Largest event time read from it (a watermark: it never goes back).
-    last_ts: float | None = None
-    #: The offset after the last message read from it, None before the first one.
-    next_offset: int | None = None
-    #: Where consumption started after the last assignment (committed offset, or the log start).
-    start_offset: int | None = None
-
-    @property
-    def position(self) -> int | None:
-        return self.next_offset if self.next_offset is not None else self.start_offset
-
-    def caught_up(self, highwater: int | None) -> bool:
-        """Everything up to the high watermark has been read (unknown -> not caught up)."""
-        pos = self.position
-        return highwater is not None and pos is not None and pos >= highwater
-
-
-class PartitionClock:
-    """The watermarks of one partition number across the input topics (sources, :func:`source_of`).
-
-    ``clusters`` are the clusters with input topics of their own: each is a group of five sources
-    whose events and watermarks are its alone; every other cluster's are on the shared group.
-
-    ``grace`` (processing-time seconds, Kafka Streams' ``max.task.idle.ms``): a caught-up input is
-    judged so from the consumer's latest fetch, and one producer's records of one instant reach the
-    broker's topics in separate batches, in any order.  So a caught-up input counts as ``+inf`` only
-    for events that arrived ``grace`` seconds ago or earlier; for newer ones it counts as its own
-    largest ``ts`` (or, if larger, the largest ``ts`` of those older arrivals: by then every record
-    its producer wrote before them has landed and been fetched).  Producers write in event-time
-    order, so nothing is released ahead of a record of the same partition that was merely late.
-    """
-
-    __slots__ = (
-        "_recent",
-        "advanced",
-        "grace",
-        "groups",
-        "last_arrival",
-        "mark_offsets",
-        "marks",
-        "restored",
-        "settled",
-        "sources",
-    )
-
-    def __init__(
-        self, now: float, kinds: Iterable[str] = KINDS, grace: float = 0.0, clusters: Iterable[str] = ()
-    ) -> None:
-        kinds = tuple(kinds)
-        #: Cluster (None: every cluster without topics of its own) -> the sources its events are on.
-        self.groups: dict[str | None, tuple[str, ...]] = {None: kinds}
-        for c in clusters:
-            self.groups[c] = tuple(source_of(k, c) for k in kinds)
-        self.sources: dict[str, SourceClock] = {s: SourceClock() for group in self.groups.values() for s in group}
-        #: Processing time (monotonic) of the last input that may change a decision.
-        self.last_arrival = now
-        self.grace = grace
-        #: (arrival, largest ts) per arrival time within the last ``grace`` seconds, oldest first.
-        self._recent: deque[tuple[float, float]] = deque()
-        #: The largest ``ts`` of an input that arrived ``grace`` seconds ago or earlier.
-        self.settled = -INF
-        #: Producers' watermarks: cluster -> source -> the largest watermark read from that
-        #: topic-partition (every event of the cluster with ``ts <=`` it was written before it).
-        self.marks: dict[str, dict[str, float]] = {}
-        #: Where each of those watermarks was read: cluster -> source -> offset.
-        self.mark_offsets: dict[str, dict[str, int]] = {}
-        #: Watermarks persisted by a previous owner, (ts, offset) per cluster and source: in
-        #: force once this worker's position on that input has passed the offset it was read at.
-        self.restored: dict[str, dict[str, tuple[float, int]]] = {}
-        #: Clusters whose :meth:`cluster_bound` may have risen since the merger last looked.
-        self.advanced: set[str] = set()
-
-    def observe(self, kind: str, offset: int, ts: float | None, now: float | None = None) -> None:
-        """A message at ``offset`` was read from ``(kind's topic, p)`` (``kind`` a source,
-        :func:`source_of`); ``ts`` None for a rejected one.
-
-        ``now`` (processing time) marks an arrival for the idle detector; pass None for messages
-        that cannot change a decision (rejected input, tandem's own recommendations).
-        """
-        src = self.sources[kind]
-        if src.next_offset is None or offset >= src.next_offset:
-            src.next_offset = offset + 1
-            if self.restored:
-                self.promote(kind)
-        if ts is not None and (src.last_ts is None or ts > src.last_ts):
-            src.last_ts = ts
-        if now is not None:
-            self.last_arrival = now
-            if ts is not None and self.grace > 0:
-                recent = self._recent
-                # A batch's messages share one ``now``: one entry per arrival time, its largest ts.
-                if recent and recent[-1][0] == now:
-                    if ts > recent[-1][1]:
-                        recent[-1] = (now, ts)
-                else:
-                    recent.append((now, ts))
-
-    def mark(self, kind: str, offset: int, cluster: str, ts: float) -> None:
-        """A watermark of ``cluster`` at ``offset`` of ``(kind's topic, p)``: its events there up to ``ts`` are read."""
-        src = self.sources[kind]
-        if src.next_offset is None or offset >= src.next_offset:
-            src.next_offset = offset + 1
-        self._set_mark(cluster, kind, ts, offset)
-        if self.restored:
-            self.promote(kind)
-
-    def _set_mark(self, cluster: str, kind: str, ts: float, offset: int) -> None:
-        marks = self.marks.get(cluster)
-        if marks is None:
-            marks = self.marks[cluster] = {}
-        last = marks.get(kind)
-        if last is None or ts > last:
-            marks[kind] = ts
-            self.mark_offsets.setdefault(cluster, {})[kind] = offset
-            self.advanced.add(cluster)
-
-    def restore(self, cluster: str, kind: str, ts: float, offset: int) -> None:
-        """A watermark a previous owner read at ``offset`` (:meth:`Merger.load_marks`).
-
-        Not in force at once: the previous owner may have read past the group's committed offset
-        before it died, and this worker reads again from there.  Until its own position passes
-        ``offset``, events written before the watermark may still be on their way to it (issue
-        #28's frozen-publisher runs: a restored watermark released an hpa event before the metric
-        of an earlier instant was read again, which then came late).  One of a source this
-        worker does not read (the topic layout changed since) is forgotten."""
-        self.marks.setdefault(cluster, {})
-        if kind not in self.sources:
-            return
-        have = self.restored.setdefault(cluster, {}).get(kind)
-        if have is None or ts > have[0]:
-            self.restored[cluster][kind] = (ts, offset)
-        self.promote(kind)
-
-    def promote(self, kind: str) -> None:
-        """Put in force the restored watermarks of ``kind``'s input that this worker has read past."""
-        pos = self.sources[kind].position
-        if pos is None:
-            return
-        for cluster in [c for c, kinds in self.restored.items() if kind in kinds]:
-            ts, offset = self.restored[cluster][kind]
-            if pos > offset:
-                del self.restored[cluster][kind]
-                if not self.restored[cluster]:
-                    del self.restored[cluster]
-                self._set_mark(cluster, kind, ts, offset)
-
-    def cluster_bound(self, cluster: str) -> float | None:
-        """No event of ``cluster`` read from now on in this partition is older than this; None
-        for a cluster whose producer writes no watermarks (its events follow :meth:`bound`).
-
-        The minimum over the cluster's input topics (its own five, or the shared ones) of its
-        watermark in each: Kafka keeps a topic-partition in the order its producer wrote it, so
-        once a watermark has been read from every topic-partition, every event of the cluster up
-        to the smallest of them has been read too.  No processing time and no high watermark is
-        involved: the bound is a function of the records read, so a worker starved of CPU, or one
-        that took the partition over, releases exactly what a calm one releases (issue #28).
-        """
-        marks = self.marks.get(cluster)
-        if marks is None:
-            return None
-        group = self.groups.get(cluster)
-        if group is None:
-            group = self.groups[None]
-        low = INF
-        for source in group:
-            ts = marks.get(source)
-            if ts is None:
-                return -INF
-            if ts < low:
-                low = ts
-        return low
-
-    def set_start(self, kind: str, offset: int | None) -> None:
-        self.sources[kind].start_offset = offset
-        if self.restored:
-            self.promote(kind)
-
-    def bound(
-        self, highwaters: Mapping[str, int | None], now: float | None = None, sources: Iterable[str] | None = None
-    ) -> float:
-        """No event read from now on from ``sources`` (default: every input of this partition) has
-        a ``ts`` below this.
-
-        With ``now`` the grace applies to caught-up inputs (see the class); without it, the bound
-        is the structural one, which backpressure uses (a grace ends by itself and must not pause
-        the inputs that run ahead of it).
-        """
-        caught = INF
-        if now is not None and self.grace > 0:
-            recent = self._recent
-            cutoff = now - self.grace
-            while recent and recent[0][0] <= cutoff:
-                ts = recent.popleft()[1]
-                if ts > self.settled:
-                    self.settled = ts
-            if recent:
-                caught = self.settled
-        b = INF
-        every = self.sources
-        for kind in every if sources is None else sources:
-            src = every[kind]
-            if src.caught_up(highwaters.get(kind)):
-                if caught != INF:
-                    last = src.last_ts
-                    limit = caught if last is None or last < caught else last
-                    if limit < b:
-                        b = limit
-                continue
-            if src.last_ts is None:
-                return -INF
-            if src.last_ts < b:
-                b = src.last_ts
-        return b
-
-    def idle(self, now: float, highwaters: Mapping[str, int | None], after: float) -> bool:
-        """Every input is caught up and nothing arrived for ``after`` seconds (and the grace)."""
-        return now - self.last_arrival >= max(after, self.grace) and self.bound(highwaters) == INF
-
-
-# ---------------------------------------------------------------------------------------- slots
-
-
-@dataclass(slots=True)
-class Slot:
-    """One workload as the worker persists it: core state, unreleased inputs, offsets taken."""
-
-    key: str
-    partition: int
-    state: WorkloadState
-    inbox: list[Entry] = field(default_factory=list)
-    #: Highest offset taken per source (:func:`source_of`; its topic-partition is the key's partition).
-    seen: dict[str, int] = field(default_factory=dict)
-    #: The workload's cluster writes watermarks: its events wait for them, after a rebalance too.
-    marked: bool = False
-    #: ``state.raw``'s values as last serialised, per input type: (that dict, its JSON).
-    _raw_json: dict[str, tuple[Any, orjson.Fragment]] = field(default_factory=dict, repr=False, compare=False)
-
-    @classmethod
-    def new(cls, key: str, partition: int) -> Slot:
-        return cls(key, partition, WorkloadState(key))
-
-    def accept(self, kind: str, offset: int) -> bool:
-        """Take ``offset`` of source ``kind`` once: False when it was taken before (a redelivery)."""
-        last = self.seen.get(kind)
-        if last is not None and offset <= last:
-            return False
-        self.seen[kind] = offset
-        return True
-
-    def ready(self, bound: float) -> list[Entry]:
-        """Remove and return, in release order, the inbox entries with ``ts <= bound``."""
-        inbox = self.inbox
-        if not inbox:
-            return inbox
-        if len(inbox) > 1:
-            inbox.sort(key=_entry_order)
-        if inbox[-1][0] <= bound:
-            self.inbox = []
-            return inbox
-        i = bisect_right(inbox, bound, key=_entry_ts)
-        out = inbox[:i]
-        del inbox[:i]
-        return out
-
-    def to_bytes(self) -> bytes:
-        """The slot as the ``state`` table stores it (:meth:`from_bytes` reads it back).
-
-        The latest input of each type (``state.raw``: the policy manifest, the workload spec, ...)
-        is most of a slot and rarely changes (a policy or a workload event is seldom sent again),
-        yet a live worker writes each slot once a scrape.  Its JSON is kept per type, for as long
-        as ``state.raw`` holds the same dict (the core stores a new one for every input and never
-        changes one in place), and spliced in as an ``orjson.Fragment``: the same bytes, without
-        walking the manifest again (docs/performance.md, "The worker, eighth pass").
-        """
-        state = self.state.to_dict()
-        raw = state["raw"]
-        if raw:
-            cache = self._raw_json
-            spliced: dict[str, Any] = {}
-            for kind, value in raw.items():
-                hit = cache.get(kind)
-                if hit is None or hit[0] is not value:
-                    # A copy: the bytes orjson returns keep the 4 KB buffer it wrote them in (16 KB
-                    # a slot, 320 MB at 20,000 workloads, measured), a copy only what it holds.
-                    hit = cache[kind] = (value, orjson.Fragment(bytes(memoryview(orjson.dumps(value)))))
-                spliced[kind] = hit[1]
-            if len(cache) > len(spliced):
-                for kind in [k for k in cache if k not in spliced]:
-                    del cache[kind]
-            state["raw"] = spliced
-        out = {
-            "v": 1,
-            "partition": self.partition,
-            "state": state,
-            "inbox": [[e[0], e[1], e[2], e[3]] for e in self.inbox],
-            "seen": self.seen,
-        }
-        if self.marked:
-            out["marked"] = True
-        return orjson.dumps(out)
-
-    @classmethod
-    def from_bytes(cls, data: bytes | str) -> Slot:
-        d = orjson.loads(data)
-        if d.get("v") != 1:
-            raise ValueError(f"unknown slot version {d.get('v')!r}")
-        state = WorkloadState.from_dict(d["state"])
-        inbox: list[Entry] = [(float(e[0]), int(e[1]), int(e[2]), e[3], None) for e in d.get("inbox") or ()]
-        seen = {k: int(v) for k, v in (d.get("seen") or {}).items()}
-        return cls(state.key, int(d["partition"]), state, inbox, seen, bool(d.get("marked")))
-
-
-# ---------------------------------------------------------------------------------------- routing
-
-
-class Misrouted(InvalidEvent):
-    """A valid record on a topic, key or partition it does not belong on (dead-lettered as
-    ``misrouted``): the wrong type's topic, another cluster's own topic, or a key that is not its
-    workload's."""
-
-
-def check_routing(kind: str, key: bytes | None, event: Event) -> None:
-    """An input must sit on its type's topic, keyed by its workload (docs/contract.md §1-2); a
-    policy record may be keyed by its workload and policy (:func:`policy_key`)."""
-    if TOPIC_OF[event.type] != kind:  # a history envelope travels on the metrics topic
-        raise Misrouted("type", f"a {event.type!r} event on the topic of {kind!r} events")
-    expected = event.workload.key
-    if key is None:
-        raise Misrouted("key", f"the message has no key; expected the workload key {expected!r}")
-    if key == expected.encode():
-        return
-    if isinstance(event, PolicyEvent) and event.identity is not None and key == policy_key(event):
-        return
-    shown = key.decode("utf-8", "backslashreplace")
-    if isinstance(event, PolicyEvent) and event.identity is not None:
-        raise Misrouted(
-            "key", f"message key {shown!r} is neither {policy_key(event).decode()!r} nor the workload key {expected!r}"
-        )
-    raise Misrouted("key", f"message key {shown!r} is not the event's workload key {expected!r}")
-
-
-def policy_key(event: PolicyEvent) -> bytes:
-    """``<workload key>#<policy identity>``: the key of a policy record on the compacted policies
-    topic, one per policy, so that compaction keeps every policy of a workload and not only the
-    latest one (docs/contract.md §2).  It is partitioned by :func:`partition_key`."""
-    return f"{event.workload.key}#{event.identity}".encode()
-
-
-def partition_key(key: bytes) -> bytes:
-    """The part of a record key that chooses its partition: the workload key."""
-    return key.partition(b"#")[0]
-
-
-_WATERMARK_FIELDS = ("type", "cluster", "ts")
-
-
-def decode_watermark(key: bytes | None, raw: Any) -> tuple[str, float]:
-    """``(cluster, ts)`` of a watermark record (docs/contract.md §3a), or :class:`InvalidEvent`.
-
-    ``{"type": "watermark", "cluster": C, "ts": T}``, keyed by the cluster's name: every event of
-    cluster ``C`` with ``ts <= T`` was written to this topic-partition before this record.
-    """
-    if not isinstance(raw, dict):
-        raise InvalidEvent("", "a watermark must be a JSON object")
-    for name in raw:
-        if name not in _WATERMARK_FIELDS:
-            raise InvalidEvent(str(name), f"unknown field of a watermark{did_you_mean(str(name), _WATERMARK_FIELDS)}")
-    cluster = raw.get("cluster")
-    if not isinstance(cluster, str) or not cluster or "/" in cluster:
-        raise InvalidEvent("cluster", f"expected a cluster name, got {cluster!r}")
-    ts = raw.get("ts")
-    if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
-        raise InvalidEvent("ts", f"expected a finite number of seconds, got {ts!r}")
-    if key != cluster.encode():
-        shown = "no key" if key is None else repr(key.decode("utf-8", "backslashreplace"))
-        raise InvalidEvent("key", f"a watermark is keyed by its cluster {cluster!r}, got {shown}")
-    return cluster, float(ts)
-
-
-def watermark(cluster: str, ts: float) -> dict[str, Any]:
-    """The watermark record a producer writes (:func:`decode_watermark` reads it)."""
-    return {"type": WATERMARK, "cluster": cluster, "ts": ts}
-
-
-def tombstone(key: bytes | None, ts: float) -> dict[str, Any]:
-    """The ``policy`` event of a ``null`` message on the compacted policies topic (a deletion): of
-    the policy its key names (:func:`policy_key`), or of every policy of the workload."""
-    if key is None:
-        raise InvalidEvent("key", "a null policy message needs the workload key")
-    try:
-        text = key.decode()
-    except UnicodeDecodeError:
-        raise InvalidEvent("key", "the key is not UTF-8") from None
-    workload, _, identity = text.partition("#")
-    ref = WorkloadRef.from_key(workload)
-    event: dict[str, Any] = {"type": "policy", "ts": ts, "workload": ref.as_dict(), "policy": None}
-    if identity:
-        parts = identity.split("/")
-        if len(parts) != 4 or not all(parts[:2]) or not parts[3]:
-            raise InvalidEvent("key", f"{identity!r} after '#' is not a policy (group/Kind/namespace/name)")
-        group, kind, namespace, name = parts
-        event["deleted"] = {"apiVersion": group, "kind": kind, "namespace": namespace or "default", "name": name}
-    return event
-
-
-# ---------------------------------------------------------------------------------------- merger
 
 
 def _when(ts: float | None) -> str:
     if ts is None or ts == -INF:
         return "not yet known on every topic"
     return rfc3339(ts)
-
-
-def _cluster(key: str) -> str:
-    """The cluster of a workload key ``cluster/namespace/kind/name``."""
-    return key[: key.index("/")]
 
 
 @dataclass(frozen=True, slots=True)
@@ -727,7 +301,7 @@ class Merger:
         if slot.marked:
             # Its cluster writes watermarks: until the new owner has read one on every topic, the
             # cluster's events wait (bound -inf), rather than being released by the caught-up guess.
-            self.load_marks(slot.partition, {_cluster(slot.key): {}})
+            self.load_marks(slot.partition, {cluster_of(slot.key): {}})
 
     def partition_keys(self, partition: int) -> Iterator[str]:
         return (k for k, s in self.slots.items() if s.partition == partition)
@@ -796,39 +370,16 @@ class Merger:
         if advanced:
             clock.advanced = set()
             keys = set(waiting) if waiting else set()
-            keys.update(k for k in pending if _cluster(k) in advanced)
+            keys.update(k for k in pending if cluster_of(k) in advanced)
             keys = sorted(keys)
         else:
             keys = sorted(waiting) if waiting else ()
-        settings = self.settings
-        emitted = out.emitted
         drained = []
-        legacy: float | None = None
-        groups = clock.groups
-        # The partition's bound over the shared topics, per cluster with its own topics over those.
-        legacies: dict[str, float] = {}
-        marks = clock.marks
-        bounds: dict[str, float | None] = {}  # per cluster, once per release (a fleet is few clusters)
+        bounds = ReleaseBounds(clock, highwaters, now)
         for key in keys:
             slot = self.slots[key]
-            cbound = None
-            if marks:
-                cluster = _cluster(key)
-                if cluster in bounds:
-                    cbound = bounds[cluster]
-                else:
-                    cbound = bounds[cluster] = clock.cluster_bound(cluster)
-            if cbound is None:
-                if len(groups) > 1 and (own := _cluster(key)) in groups:
-                    if own not in legacies:
-                        legacies[own] = clock.bound(highwaters, now, groups[own])
-                    bound = legacies[own]
-                else:
-                    if legacy is None:
-                        legacy = clock.bound(highwaters, now, groups[None] if len(groups) > 1 else None)
-                    bound = legacy
-            else:
-                bound = cbound
+            cbound, bound = bounds.of(key)
+            if cbound is not None:
                 slot.marked = True
             if bound == -INF:
                 continue
@@ -837,30 +388,7 @@ class Merger:
             if entries:
                 self._buffered[partition] -= len(entries)
                 self.dirty.add(key)
-                for ts, rank, offset, raw, event in entries:
-                    decided = state.last_tick
-                    try:
-                        if event is None:
-                            event = decode_event(raw)
-                        produced = ingest(state, event, raw, settings)
-                    except InvalidEvent as exc:
-                        out.rejected.append(Rejected(KINDS[rank], partition, offset, key, raw, str(exc)))
-                        continue
-                    except Exception as exc:  # a bug must not stop the worker (docs/architecture.md invariant 5)
-                        out.rejected.append(
-                            Rejected(
-                                KINDS[rank], partition, offset, key, raw, f"internal error: {type(exc).__name__}: {exc}"
-                            )
-                        )
-                        continue
-                    if decided is not None and ts <= decided:
-                        # Applied after its tick was decided (a refused one is dead-lettered instead).
-                        late = Late(
-                            KINDS[rank], partition, offset, key, ts, tick_of(ts, settings.sync_period), decided, raw
-                        )
-                        self._late(out, late)
-                    for kind, ev in produced:
-                        emitted.append((key, kind, ev))
+                self._ingest(out, partition, key, state, entries)
                 if not slot.inbox:
                     drained.append(key)
             tick = state.pending_tick
@@ -868,8 +396,8 @@ class Merger:
                 # Every event of the tick's window is in: decide it now, as replay does at the end
                 # of its input.  Written before the watermark that allowed it is acknowledged
                 # (dirty, not ``decided``): a successor may never read that watermark again.
-                for kind, ev in flush(state, settings):
-                    emitted.append((key, kind, ev))
+                for kind, ev in flush(state, self.settings):
+                    out.emitted.append((key, kind, ev))
                 self.dirty.add(key)
             if state.pending_tick is not None:
                 pending.add(key)
@@ -878,6 +406,32 @@ class Merger:
         if waiting and drained:
             waiting.difference_update(drained)
         return out
+
+    def _ingest(self, out: Output, partition: int, key: str, state: WorkloadState, entries: list[Entry]) -> None:
+        """Ingest released ``entries`` of workload ``key`` in order: what the core emits, what it
+        refuses (:class:`Rejected`), what came after its tick was decided (:class:`Late`)."""
+        settings = self.settings
+        emitted = out.emitted
+        for ts, rank, offset, raw, event in entries:
+            decided = state.last_tick
+            try:
+                if event is None:
+                    event = decode_event(raw)
+                produced = ingest(state, event, raw, settings)
+            except InvalidEvent as exc:
+                out.rejected.append(Rejected(KINDS[rank], partition, offset, key, raw, str(exc)))
+                continue
+            except Exception as exc:  # a bug must not stop the worker (docs/architecture.md invariant 5)
+                out.rejected.append(
+                    Rejected(KINDS[rank], partition, offset, key, raw, f"internal error: {type(exc).__name__}: {exc}")
+                )
+                continue
+            if decided is not None and ts <= decided:
+                # Applied after its tick was decided (a refused one is dead-lettered instead).
+                late = Late(KINDS[rank], partition, offset, key, ts, tick_of(ts, settings.sync_period), decided, raw)
+                self._late(out, late)
+            for kind, ev in produced:
+                emitted.append((key, kind, ev))
 
     def _late(self, out: Output, late: Late) -> None:
         out.late.append(late)
@@ -921,13 +475,13 @@ class Merger:
         for key in sorted(pending):
             slot = self.slots[key]
             tick = slot.state.pending_tick
-            if marks and _cluster(key) in marks:
+            if marks and cluster_of(key) in marks:
                 # Its ticks run by its watermarks (release).  Only a *live* producer whose
                 # watermarks stopped (a collector that stopped or died) lets the wall clock decide
                 # its last tick: its watermarks followed the wall clock, and whatever it sends
                 # again is stamped later than the gate below.  A recording's watermarks are in the
                 # past: its last tick waits for ``tandem publish``'s last round, never for a guess.
-                mark = clock.cluster_bound(_cluster(key))
+                mark = clock.cluster_bound(cluster_of(key))
                 if wall is None or mark is None or mark < wall - LIVE_LAG:
                     held.append(key)
                     continue
