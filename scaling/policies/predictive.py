@@ -370,23 +370,25 @@ def _request(view: View, cname: str, resource: str) -> int:
     return q.milli if q is not None else 0
 
 
-def _scaled_resources(view: View) -> tuple[str, ...]:
-    """The resources whose utilization the HPA scales on (``Resource`` and ``ContainerResource``
-    metrics with a ``Utilization`` target): raising their requests lowers the utilization it sees.
+def _scaled_resources(view: View) -> tuple[tuple[str, str | None], ...]:
+    """The resources whose utilization the HPA scales on, each with the one container a
+    ``ContainerResource`` metric names (``None``: a ``Resource`` metric, every container), for the
+    metrics with a ``Utilization`` target: raising those requests lowers the utilization it sees.
     ``cpu`` for an HPA without metrics in the event: the HPA's default metric (80 % CPU utilization,
     https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#support-for-resource-metrics)."""
     hpa = view.hpa
     if hpa is None or not hpa.metrics:
-        return ("cpu",)
-    out: list[str] = []
+        return (("cpu", None),)
+    out: list[tuple[str, str | None]] = []
     for m in hpa.metrics:
         mtype = m.get("type")
         key = "resource" if mtype == "Resource" else "containerResource" if mtype == "ContainerResource" else None
         source = m.get(key) if key is not None else None
         if isinstance(source, Mapping) and (source.get("target") or {}).get("type") == "Utilization":
-            name = source.get("name")
-            if isinstance(name, str) and name not in out:
-                out.append(name)
+            name, container = source.get("name"), source.get("container")
+            pair = (name, container if isinstance(container, str) and key == "containerResource" else None)
+            if isinstance(name, str) and pair not in out:
+                out.append((name, pair[1]))
     return tuple(out)
 
 
@@ -394,15 +396,18 @@ def _requests_ahead(
     view: View, out: Outcome, bounds: Bounds, factor: float, max_percent: int, raised: Raised
 ) -> dict[str, dict[str, int]]:
     """The vertical counterpart: the replicas are capped at ``maxReplicas`` and the forecast needs
-    ``factor`` times those pods, so each container's request of a resource the HPA scales on goes
+    ``factor`` times those pods, so each container's request of a resource the HPA scales on (of
+    the container a ``ContainerResource`` metric names) goes
     to ``factor`` times what it was before any raise, at most ``max_percent`` % above it, within the
     kind's ``maxAllowed`` and the container's limit; never below what the kind asks.  Only where the
     kind may set requests (``Bounds.vertical``, a container not ``Off``); empty where nothing rises."""
     if not bounds.vertical:
         return {}
     out_requests: dict[str, dict[str, int]] = {}
-    for resource in _scaled_resources(view):
+    for resource, only in _scaled_resources(view):
         for cname, spec in view.spec.containers.items():
+            if only is not None and cname != only:
+                continue
             cb = bounds.container(cname)
             if cb is not None and cb.mode == "Off":
                 continue

@@ -150,9 +150,8 @@ def test_the_load_is_the_hpas_unrounded_desired_replicas() -> None:
 # --- the predictive rule ---------------------------------------------------------------------
 
 REF = WorkloadRef("c", "ns", "Deployment", "web")
-CPU60 = (
-    {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}},
-)
+TARGET60 = {"type": "Utilization", "averageUtilization": 60}
+CPU60 = ({"type": "Resource", "resource": {"name": "cpu", "target": TARGET60}},)
 
 
 class Reactive:
@@ -376,6 +375,32 @@ def test_the_raised_requests_are_never_below_the_kinds_and_the_kind_takes_them_o
     after = MONDAY + 2 * DAY + 17 * 3600 + 600
     assert policy.decide(view(after, 4, 4.0, cpu="700m"), memory) is inner.outcome
     assert "raised" not in memory[KEY]
+
+
+def test_a_container_resource_metric_raises_only_the_container_it_names() -> None:
+    metric = {"name": "cpu", "container": "web"}
+    spec_metrics = ({"type": "ContainerResource", "containerResource": {**metric, "target": TARGET60}},)
+
+    def two(tick: float, load: float) -> View:
+        resources = ContainerResources({"cpu": Qty.of("500m")}, {})
+        spec = WorkloadEvent(tick, REF, 4, {"web": resources, "sidecar": resources})
+        current = {**metric, "current": {"averageUtilization": round(load / 4 * 60)}}
+        hpa = HpaEvent(
+            tick,
+            REF,
+            4,
+            4,
+            metrics=spec_metrics,
+            current_metrics=({"type": "ContainerResource", "containerResource": current},),
+        )
+        return View(tick, REF, spec, hpa, None, {}, {}, {"sync_period": 15.0})
+
+    policy = Predictive(Reactive(None, 4), PredictiveSpec())
+    memory: dict[str, Any] = {}
+    for i in range(0, 2 * DAY, 60):
+        policy.decide(two(MONDAY + i, ramp(MONDAY + i)), memory)
+    out = policy.decide(two(MONDAY + 2 * DAY + 9 * 3600 - 60, 4.0), memory)
+    assert out.requests == {"web": {"cpu": 1000}}  # the sidecar's is not what the HPA sees
 
 
 def test_the_default_horizon_is_the_longest_observed_start_up_plus_a_sync_period() -> None:
