@@ -7,8 +7,8 @@ from typing import Any
 
 import yaml
 
-from analysis.outcomes import Demand
 from analysis.closed_loop import series_over_pods, simulate_one
+from analysis.outcomes import Demand
 from scaling.events import WorkloadRef
 from scaling.settings import Settings
 
