@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
 from .events import ContainerSample, HpaEvent, MetricEvent, Qty, VpaEvent, VpaRecommendation, WorkloadEvent
 from .hpa_feed import HpaFeed
@@ -94,6 +94,14 @@ def _vpa_states(state: WorkloadState) -> dict[str, vpa_rec.ContainerState]:
     return live
 
 
+#: Cores to millicores round *up*, as ``Quantity.MilliValue()`` does for the HPA's samples, but a
+#: float such as 0.3 * 1000 = 300.00000000000006 is an exact 300, not 301: that is round(v) when v
+#: lies within this of it, else ceil(v); with one call, the ceiling less one when v lies within it
+#: above the integer below (the same float difference as ``v - round(v)`` there; just below an
+#: integer the ceiling is it).
+MILLI_SLACK: Final = 1e-6
+
+
 def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> None:
     """Feed one metric event's container samples to both recommenders' state.
 
@@ -105,9 +113,7 @@ def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> Non
     samples = event.samples
     if not samples:
         return
-    learned = state.learned
-    if learned and "live_from" not in learned:
-        learned["live_from"] = event.ts  # the first live sample after history was learned (learn)
+    _note_live_from(state, event.ts)
     usage = state.recommender.setdefault("usage", {})
     feed = state.hpa_feed  # the own HPA's live inputs, kept in step when it runs (scaling.hpa_feed)
     if feed is not None:
@@ -136,14 +142,10 @@ def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> Non
             pod = usage[name] = {}
         cpu: int | None
         if cores is not None:
-            # Cores to millicores rounded *up*, as ``Quantity.MilliValue()`` does for the HPA's
-            # samples; a float such as 0.3 * 1000 = 300.00000000000006 is an exact 300, not 301.
-            # That is round(v) when v lies within 1e-6 of it, else ceil(v); with one call: the
-            # ceiling, less one when v lies within 1e-6 above the integer below it (the same
-            # float difference as ``v - round(v)`` there; just below an integer the ceiling is it).
+            # Cores to millicores rounded *up* as ``Quantity.MilliValue()`` does (see MILLI_SLACK)
             v = cores * 1000
             cpu = math.ceil(v)
-            if v - (cpu - 1) < 1e-6:
+            if v - (cpu - 1) < MILLI_SLACK:
                 cpu -= 1
             if memory is not None:
                 pod[container] = [ts, cpu, memory]  # the common sample: nothing kept from before
@@ -168,11 +170,7 @@ def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> Non
     if feed is not None and ts < feed.floor:
         feed.floor = ts  # the stamps written in place above (HpaFeed.floor)
     if len(usage) > MAX_PODS:
-        oldest = sorted(usage, key=lambda p: (max(v[0] for v in usage[p].values()), p))
-        for name in oldest[: len(usage) - MAX_PODS]:
-            del usage[name]
-            if feed is not None:
-                feed.forget(name)
+        _forget_oldest_pods(usage, feed)
     cfg = settings.vpa_config
     states = _vpa_states(state)
     if one_container and not any_oom:
@@ -184,6 +182,23 @@ def observe(state: WorkloadState, event: MetricEvent, settings: Settings) -> Non
         cs.add_memory_samples(ts, mems, cfg)
         return
     _feed_vpa(states, ts, samples, cfg)
+
+
+def _note_live_from(state: WorkloadState, ts: float) -> None:
+    """Mark the first live sample after history was learned (:func:`learn` skips what follows)."""
+    learned = state.learned
+    if learned and "live_from" not in learned:
+        learned["live_from"] = ts
+
+
+def _forget_oldest_pods(usage: dict[str, Any], feed: HpaFeed | None) -> None:
+    """Keep the latest usage of at most ``MAX_PODS`` pods (bounded state): the pods seen least
+    recently go, from the own HPA's feed too."""
+    oldest = sorted(usage, key=lambda p: (max(v[0] for v in usage[p].values()), p))
+    for name in oldest[: len(usage) - MAX_PODS]:
+        del usage[name]
+        if feed is not None:
+            feed.forget(name)
 
 
 def _feed_vpa(
@@ -383,49 +398,13 @@ def own_vpa(
         rec["vpa_run"] = tick
         states = _vpa_states(state)
         if spec.pods is not None:
-            # VPA: the feeder's DeleteRemovedPods each run (model/cluster.go DeletePod)
-            live = {p.name for p in spec.pods}
-            for cs in states.values():
-                if state.learned:
-                    # a past pod kept apart (LEARNED_POD) lives on with the history it was learned from
-                    cs.forget_pods(live | {p for p in cs.windows if p.startswith(LEARNED_POD)})
-                else:
-                    cs.forget_pods(live)
+            _forget_removed_pods(state, states, spec.pods)
         recs = vpa_rec.recommend(states, tick, cfg, tmpl.policies)
         # VPA: routines/recommender.go RunOnce collects expired aggregates after UpdateVPAs
         rec["vpa_gc"] = vpa_rec.collect_garbage(states, tick, rec.get("vpa_gc"), cfg)
         if not recs:
             return None, None
-        # One pass: the quantities the policy reads and the texts published.
-        before = cached.parts if cached is not None else {}
-        parts: dict[str, dict[str, tuple[Mapping[str, int], dict[str, Qty], dict[str, str]]]] = {}
-        texts: dict[str, dict[str, dict[str, str]]] = {}
-        moved = cached is None or len(recs) != len(before)
-        for c in sorted(recs):
-            r = recs[c]
-            last = before.get(c)
-            kept = parts[c] = {}
-            t_parts: dict[str, dict[str, str]] = {}
-            for part, values in (
-                ("target", r.target),
-                ("lower_bound", r.lower_bound),
-                ("upper_bound", r.upper_bound),
-                ("uncapped_target", r.uncapped_target),
-            ):
-                prev = last.get(part) if last is not None else None
-                if prev is not None and prev[0] == values:
-                    kept[part] = prev
-                    t_parts[part] = prev[2]
-                    continue
-                moved = True
-                qs: dict[str, Qty] = {}
-                texts_of: dict[str, str] = {}
-                for res in sorted(values):  # loops, not comprehensions: a call each on Python 3.11
-                    q = qs[res] = _own_qty(res, values[res])
-                    texts_of[res] = q.text
-                kept[part] = (values, qs, texts_of)
-                t_parts[part] = texts_of
-            texts[c] = t_parts
+        parts, texts, moved = _format_recommendations(recs, cached)
         raw = {
             "type": "vpa",
             "ts": tick,
@@ -460,7 +439,63 @@ def own_vpa(
         # between recommender runs, or when a run gives the same figures, the same recommendation
         # holds; only its time moves
         return _new_tuple(VpaEvent, (tick, *cached.event[1:])), published  # cached.event._replace(ts=tick)
-    # The recommendation was restored with the state: read its text back.
+    return _restored_vpa(state, spec, raw, tick), published
+
+
+def _forget_removed_pods(state: WorkloadState, states: dict[str, vpa_rec.ContainerState], pods: Sequence[Any]) -> None:
+    """VPA: the feeder's DeleteRemovedPods each run (model/cluster.go DeletePod)."""
+    live = {p.name for p in pods}
+    for cs in states.values():
+        if state.learned:
+            # a past pod kept apart (LEARNED_POD) lives on with the history it was learned from
+            cs.forget_pods(live | {p for p in cs.windows if p.startswith(LEARNED_POD)})
+        else:
+            cs.forget_pods(live)
+
+
+_Parts = dict[str, dict[str, tuple[Mapping[str, int], dict[str, Qty], dict[str, str]]]]
+
+
+def _format_recommendations(
+    recs: Mapping[str, Any], cached: OwnVpa | None
+) -> tuple[_Parts, dict[str, dict[str, dict[str, str]]], bool]:
+    """One pass: the quantities the policy reads and the texts published, per container and part;
+    a part whose amounts did not move since the last run keeps that run's ``Qty`` and texts.
+    Also whether anything moved."""
+    before = cached.parts if cached is not None else {}
+    parts: _Parts = {}
+    texts: dict[str, dict[str, dict[str, str]]] = {}
+    moved = cached is None or len(recs) != len(before)
+    for c in sorted(recs):
+        r = recs[c]
+        last = before.get(c)
+        kept = parts[c] = {}
+        t_parts: dict[str, dict[str, str]] = {}
+        for part, values in (
+            ("target", r.target),
+            ("lower_bound", r.lower_bound),
+            ("upper_bound", r.upper_bound),
+            ("uncapped_target", r.uncapped_target),
+        ):
+            prev = last.get(part) if last is not None else None
+            if prev is not None and prev[0] == values:
+                kept[part] = prev
+                t_parts[part] = prev[2]
+                continue
+            moved = True
+            qs: dict[str, Qty] = {}
+            texts_of: dict[str, str] = {}
+            for res in sorted(values):  # loops, not comprehensions: a call each on Python 3.11
+                q = qs[res] = _own_qty(res, values[res])
+                texts_of[res] = q.text
+            kept[part] = (values, qs, texts_of)
+            t_parts[part] = texts_of
+        texts[c] = t_parts
+    return parts, texts, moved
+
+
+def _restored_vpa(state: WorkloadState, spec: WorkloadEvent, raw: Mapping[str, Any], tick: float) -> VpaEvent:
+    """The recommendation was restored with the state: read its text back."""
     containers = {}
     for c, r in raw["containers"].items():
         containers[c] = VpaRecommendation(
@@ -468,7 +503,7 @@ def own_vpa(
         )
     event = VpaEvent(tick, spec.workload, containers, tuple(raw["conditions"]), "tandem")
     state.vpa_own = OwnVpa({}, raw["containers"], event)
-    return event, published
+    return event
 
 
 _new_tuple = tuple.__new__
