@@ -144,7 +144,7 @@ class Checkpointer:
         batches meanwhile; the messages are acknowledged only after it, so nothing is committed
         that the changelog does not hold.  In ``bench/capacity.py`` at 12,500 workloads that wait
         held the agent for 18 % of the wall time, a core idle while the inputs queued
-        (docs/performance.md, "The worker, seventh pass").  ``settle`` waits for it here too: a
+        (docs/performance.md, "The worker").  ``settle`` waits for it here too: a
         rebalance or a stop needs the acknowledgements before Faust's wait for them.
 
         Which slots: those an input changed since they were last written (``Merger.dirty``).  A
@@ -153,7 +153,7 @@ class Checkpointer:
         its inputs are acknowledged already and the written state holds them, so a crash in
         between decides the same ticks again from it, with the same ids, which consumers dedupe
         (docs/worker.md).  Written at once, it was a second write per workload and scrape, half
-        of the slot writes of a saturated worker (docs/performance.md, "The worker, eighth pass").
+        of the slot writes of a saturated worker (docs/performance.md, "The worker").
         """
         await self.settle()
         futures = await self.write_slots(everything or settle)

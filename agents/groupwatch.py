@@ -30,6 +30,7 @@ import logging
 from typing import Any
 
 from ops.errors import describe
+from ops.retry import backoff
 
 __all__ = ["GroupWatch", "refused_line"]
 
@@ -73,7 +74,6 @@ class GroupWatch:
         """Until the app stops: look every :data:`POLL` s, and after a refusal after the backoff."""
         from agents.fence import in_consumer_thread, take_parked_error
 
-        delay = self.base
         while not self.app.should_stop:
             try:
                 parked, generation = await in_consumer_thread(self.app, take_parked_error)
@@ -82,19 +82,18 @@ class GroupWatch:
                 continue
             if parked is not None:
                 self.refused += 1
+                delay = backoff(self.refused - 1, self.base, self.cap)
                 line = refused_line(self.group, self.user, parked, self.refused)
                 log.warning("tandem worker: %s; retrying in %.1f s", line, delay)
                 if self.metrics is not None:
                     self.metrics.set_unready(line)
                 await asyncio.sleep(delay)
-                delay = min(self.cap, delay * 2)
                 continue
             if self.refused and generation != NO_GENERATION:
                 log.warning(
                     "tandem worker: joined the consumer group %r after %d refused attempts", self.group, self.refused
                 )
                 self.refused = 0
-                delay = self.base
                 if self.metrics is not None:
                     self.metrics.set_unready(None)
             await asyncio.sleep(POLL)

@@ -8,7 +8,7 @@ that survived it, and each such collection walks the whole heap.  In ``bench/cap
 5,000 workloads that came every 10-15 s and cost 0.5 s of CPU each time: with the young
 generations (which find the short-lived cycles) left as they are and the full collection run here
 once a minute instead, the worker's CPU per message fell from 0.51-0.55 ms to 0.37-0.40 ms, the
-same heap size (docs/performance.md, "the worker, sixth pass").
+same heap size (docs/performance.md, "The worker").
 
 Nothing is leaked by it: cycles among young objects are still collected by the young
 generations; only garbage that reached the oldest generation waits for the next scheduled full
@@ -19,7 +19,7 @@ duration after it, so that it stays under 1 % of the worker's time however large
 It also waits for a moment when the worker is idle (no batch for half a second: between two
 scrapes, a worker that keeps up always has one): at 20,000 workloads the collection walks 1.9 M
 objects in about 2 s, and one that fell into a scrape's drain delayed that scrape by as much
-(``bench/capacity.py``, docs/performance.md "Issue 17, ninth pass").  A worker that is never idle
+(``bench/capacity.py``, docs/performance.md, "The worker").  A worker that is never idle
 collects anyway once ``PATIENCE`` periods have passed, so the oldest generation's garbage always
 has a bound.
 
@@ -27,7 +27,7 @@ And it walks only what is new: the survivors of each scheduled collection are fr
 (``gc.freeze()``: CPython's permanent generation, which no collection walks), so the next one
 looks only at the objects that survived since.  The slots of 20,000 workloads held 2.1 M tracked
 objects, walked in 2.6 s; 13 scrapes later the objects not frozen were 0.7 M, collected in 1.1 s
-(docs/performance.md, "Issue 17, ninth pass").  A frozen object is still freed when its last
+(docs/performance.md, "The worker").  A frozen object is still freed when its last
 reference goes; only a reference cycle that became garbage after it was frozen is not found, so
 every ``COMPLETE_EVERY``-th scheduled collection unfreezes everything first and walks it all (in
 that measurement the complete walk found no such cycle).

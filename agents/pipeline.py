@@ -262,9 +262,9 @@ class Pipeline:
         """The stall watch, the statistics and the heap, on a timer of their own that never waits.
 
         Not in :meth:`on_timer`: that one publishes and checkpoints, so it waits for the broker,
-        and a watch that waits with it is silent exactly when the broker is gone (seen in
-        ``test_chaos``: the idle timer in a checkpoint when the broker stopped, and no stall
-        reported in 30 s).  The broker is only asked from background tasks started here.
+        and a watch that waits with it is silent exactly when the broker is gone (the idle
+        timer in a checkpoint when the broker stopped: no stall would be reported).  The broker is
+        only asked from background tasks started here.
         """
         app = self.app
         self.diagnostics.log_stats()

@@ -48,7 +48,7 @@ class WorkerSettings(KafkaSettings):
     batch_within: float = 0.2
     #: Longest time between checkpoints (slots written, then the inputs acknowledged); one also
     #: comes as soon as every input taken has left the merge's inboxes.  A slot touched by several
-    #: batches and timer rounds in between is written once (agents/pipeline.py).
+    #: batches and timer rounds in between is written once (agents/checkpoint.py).
     persist_interval: float = 5.0
     standby_replicas: int = 1
     rebalance_timeout: float = 60.0
@@ -73,7 +73,7 @@ class WorkerSettings(KafkaSettings):
         The worker creates it with its input topics, before Faust starts: left to Faust, it is
         created as the app starts and a first table write could find it with 0 partitions in a
         metadata answer that did not have it yet, which Faust takes for a mismatch and dies of
-        (``PartitionsMismatch``, found by bench/chaos.py, issue #18).
+        (``PartitionsMismatch``).
         """
         return TopicSpec(
             "state-changelog",

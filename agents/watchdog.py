@@ -115,16 +115,16 @@ class Watchdog:
                     hw = end  # the consumer's is older, or unknown (never fetched since assigned)
                 # An input the merge paused (backpressure: it runs ahead in event time) waits by
                 # design until the partition's slowest input catches up, which can take minutes
-                # in a large backlog; that input is never paused and is the one watched.  Counting
-                # the paused one as stalled made a worker catching up on 1,000 workloads exit 75
-                # (bench/soak.py --workers 1).  A pause behind the merge's back still counts.
+                # in a large backlog; that input is never paused and is the one watched (counting
+                # the paused one as stalled would stop a worker that is only catching up).  A pause
+                # behind the merge's back still counts.
                 inputs[tp] = (pos, pos if kind in held else hw)
                 read = clock.sources[kind].next_offset if clock is not None else None
                 done = committed.get(TP(*tp))
                 if done is None and clock is not None:
                     # Never committed by the group: nothing is committed past where reading began
                     # (the log start).  Without this, a new group that read its whole input and then
-                    # lost the broker before its first commit had no stall to report (test_chaos).
+                    # lost the broker before its first commit would have no stall to report.
                     done = clock.sources[kind].start_offset
                     if done is None:  # the log start not learned yet: the first offset read
                         done = self.read_from.get(tp)

@@ -9,7 +9,7 @@ against this working tree, each run in a fresh process, old and new alternating 
 first too) for ``--rounds`` rounds, at ``--jobs N`` (default 1): the median of each and the
 median of the per-round new/old ratios (a pair shares the machine's state of the moment).
 
-Prints the machine, the command and the figure.  Not a test: figures go to the README.
+Prints the machine, the command and the figure.  Not a test: figures go to docs/performance.md.
 """
 
 from __future__ import annotations

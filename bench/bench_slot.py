@@ -12,7 +12,7 @@ and prints the best round in µs per slot, the bytes per slot, and the resident 
 serialisation leaves behind (what the slots keep between writes, e.g. cached JSON).
 
 Run it in two trees (copy this file into the old one) for an old/new comparison; the figures of
-issue 17 are in docs/performance.md, "The worker, eighth pass".
+issue 17 are in docs/performance.md, "The worker".
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ where ``<digest>`` (:func:`source_digest`) is a sha256 over the relative path an
 the digest of the sources it sits beside on every import, so an edited source, a checkout of
 another commit or another Python changes the digest and the stale build is simply not found: no
 timestamp, no install step and no editable install can make a build run over other sources.
-(The check costs about 2 ms per process: reading and hashing 0.5 MB; measured in
+(The check costs about 1.5 ms per process: reading and hashing 0.5 MB; measured in
 docs/performance.md.)  The cache is outside the repository so that worktrees and clones of the
 same sources share one build and packaging never sees a ``.so``; the digest makes sharing safe.
 

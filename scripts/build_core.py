@@ -26,7 +26,7 @@ copies in the build are what runs):
   ``scaling/policies/delegating.py`` is, for the simulator's Holt-Winters baseline); errors are
   raised once per bad input, so an interpreted exception class costs nothing measurable.
 
-Options (measured in docs/performance.md, "A compiled core, shipped"): the whole core in one
+Options (measured in docs/performance.md, "The compiled core"): the whole core in one
 group, so calls between modules are direct C calls; ``multi_file`` splits its C code into one file
 per module (compiled ``--jobs`` at a time), and ``-O2``: a tick ran the same number of instructions
 (301k) with one 23 MB C file or with one per module and at ``-O3`` or ``-O2``, while gcc took 188 s

@@ -20,7 +20,7 @@ async def take_batches(app: Any, stream: Any, max_: int, within: float) -> Async
     and a weak reference, the sensors, the stream's processors (the take buffer is one, under a
     tracing context manager), ``on_merge`` and a second, passive iteration that feeds the take
     buffer: about a fifth of a live worker's CPU at 7,500 workloads, for a pipeline that uses none
-    of it (docs/performance.md, "the worker, seventh pass").  The conductor still delivers each
+    of it (docs/performance.md, "The worker").  The conductor still delivers each
     message as an ``Event`` into the channel's queue (flow control, the buffer's back-pressure on
     the fetcher, the rebalance's ``clear``), and this takes from that queue what the stream did:
 
@@ -37,7 +37,7 @@ async def take_batches(app: Any, stream: Any, max_: int, within: float) -> Async
       stream's sensor call did (``Monitor.on_stream_event_in``): Faust's consumer thread reads it
       to tell a stream that stopped taking events (``verify_event_path``), and without it logged
       "Stream has not started processing TP(...)" at ERROR for a healthy worker that had had lag
-      for ``stream_processing_timeout`` (seen in ``bench/capacity.py`` at 20,000 workloads).
+      for ``stream_processing_timeout`` (a large backlog: ``bench/capacity.py``'s fleets).
 
     The events are acknowledged by their owner (``Event.ack``), at the checkpoint that covers
     them, as before.  Private names: ``Consumer.unacked`` (the set Faust's stream inlines

@@ -120,10 +120,9 @@ def install_recovery_order_fix() -> None:
     * after the seek, the consumer refetches from the committed offset, but Faust's read offset
       was already moved past by the batch above, so it drops those records as already read.
 
-    Seen in the worker's own log on the real broker (two workers, one joins mid-stream): offsets
-    of ``hpa[3]`` jumped from 480 to 567 right after "Worker ready", and the committed offset
-    stayed at 481 while 237 later offsets were acknowledged.  faust-streaming PR #217 fixed the
-    same order in another branch of recovery (seek, then resume); the race is open upstream as
+    The symptom: a jump in an input's offsets right after "Worker ready" while its committed
+    offset stays behind the acknowledged ones.  faust-streaming PR #217 fixed the same order in
+    another branch of recovery (seek, then resume); the race is open upstream as
     faust-streaming/faust#596.
 
     The fix keeps Faust's code and changes only the order: while either method runs, its calls
@@ -173,8 +172,8 @@ async def _seek_uncommitted(app: Any, tps: set[TP]) -> None:
     moves only the partitions with a committed offset above 0; the others stay wherever aiokafka
     stood.  If records of such a partition were taken from aiokafka and dropped by Faust before
     (a fetch that spanned the rebalance, see :func:`install_fetch_snapshot_fix`), nothing would
-    ever fetch them again: seen in ``bench/soak.py``, ``policies[0]`` with aiokafka at position 9
-    of 9 and Faust having read nothing.  The log start is where a never-committed input begins
+    ever fetch them again (aiokafka at the end of the partition, Faust having read nothing of
+    it).  The log start is where a never-committed input begins
     (``consumer_auto_offset_reset="earliest"``); records this worker had already taken come again
     and are recognised by their offsets (at-least-once).
     """
@@ -208,10 +207,10 @@ def install_failed_commit_fix() -> None:
     took.  After the rebalance aiokafka reads those inputs again from the broker's committed
     offset (none: the log start), but ``Consumer.ack`` ignores offsets below the recorded one and
     ``_should_commit`` skips them, so the group never commits those inputs: every decision was
-    made, yet their lag stays for good, and a restart reads them all again.  Seen in
-    ``bench/chaos.py`` (the broker SIGKILLed, 2 of 13 runs: nine inputs uncommitted, 8,100
-    messages re-read).  The wrapper puts back, for a commit that did not happen, each offset
-    Faust recorded, unless a later commit has recorded another since.
+    made, yet their lag stays for good, and a restart reads them all again (a broker SIGKILLed
+    and restarted is enough: ``bench/chaos.py``'s ``broker-sigkill``).  The wrapper puts back, for
+    a commit that did not happen, each offset Faust recorded, unless a later commit has recorded
+    another since.
     """
     global _commit_fix_installed
     if _commit_fix_installed:
@@ -249,9 +248,9 @@ def install_fetch_snapshot_fix() -> None:
     pauses every stream partition), and aiokafka takes an *empty* set for "every partition"
     (``if partitions and tp not in partitions``).  A fetch waiting across that moment therefore
     returns the records of paused stream partitions; Faust's ``getmany`` then drops them (not
-    active) after aiokafka has already moved past them, and no one fetches them again.  Seen in
-    ``bench/soak.py`` about once in five runs: an input active in Faust, paused nowhere, its read
-    offset equal to the offset the recovery sought it to, and never delivered again (issue #18).
+    active) after aiokafka has already moved past them, and no one fetches them again: an input
+    active in Faust, paused nowhere, its read offset where the recovery sought it, and never
+    delivered again.
     """
     global _snapshot_installed
     if _snapshot_installed:
@@ -356,7 +355,7 @@ def install_eager_delivery() -> None:
     stream buffer is abandoned when a rebalance suspends the flow.  Almost every delivery never
     blocks (the conductor puts the event in a queue with room), yet it paid for all of that:
     ``py-spy`` put 10.5 % of a live worker's CPU in those tasks and their callbacks, more than the
-    decision core (docs/performance.md, "the worker, sixth pass").
+    decision core (docs/performance.md, "The worker").
 
     So, for that call only, the delivery is first driven inline: when the flow runs and the service
     neither stopped nor crashed, ``callback(message)`` is stepped once; if it finishes without

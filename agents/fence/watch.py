@@ -22,9 +22,9 @@ class FetchWatch:
     and in a one-broker cluster that is every input.  Each request of such a task has a timeout
     (``request_timeout_ms``), but a task can also wait with none: ``_update_fetch_positions``
     awaits the group coordinator's committed-offset refresh (``TopicPartitionState.fetch_committed``),
-    which is never answered if that refresh routine ended.  CI once saw two inputs of a worker
-    with lag, a valid position, nothing buffered and a fetch in flight to the only broker, for
-    four minutes after the broker was SIGKILLed and restarted, and no cause in the log.
+    which is never answered if that refresh routine ended: inputs with lag, a valid position,
+    nothing buffered and a fetch in flight to the only broker, for minutes after the broker was
+    SIGKILLed and restarted, and no cause in the log.
 
     So while an input stalls, :meth:`end_hung` (on the consumer's thread) ends every fetcher task
     it has seen pending for ``limit`` seconds, naming where each waited.  Ending one is safe only

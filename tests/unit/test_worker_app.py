@@ -46,7 +46,7 @@ def test_the_state_changelog_is_named_as_faust_names_it() -> None:
 
 def test_the_worker_sends_in_gathered_requests_and_buffers_a_scrapes_burst() -> None:
     """A produce request per record and a stream buffer that fills in every burst each cost a live
-    worker a tenth of its CPU (docs/performance.md, "the worker, sixth pass")."""
+    worker a tenth of its CPU (docs/performance.md, "The worker")."""
     from agents.app import STREAM_BUFFER_EVENTS
 
     loop = asyncio.new_event_loop()
