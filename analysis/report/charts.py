@@ -26,6 +26,8 @@ from scaling.quantity import parse_quantity
 WIDTH = 1240  # SVG width (px)
 LEFT, RIGHT = 78, 60  # plot margins (the right one holds the bound labels and the last time label)
 DECISION_COLOR = "#0f766e"
+#: The forecasts of ``spec.predictive`` on the replicas chart.
+FORECAST = "#9333ea"
 REASON_COLORS = {
     "MinChange": "#db2777",
     "StabilizationWindow": "#d97706",
@@ -443,9 +445,28 @@ def replica_wanted(w: WorkloadData) -> Callable[[AuditEvent], list[tuple[float, 
     return wanted
 
 
+def forecasts(w: WorkloadData) -> list[tuple[AuditEvent, float, float]]:
+    """(event, time, load) of each forecast a decision pre-scaled for (``spec.predictive``: its
+    ``inputs.forecast``, the load in replicas at the time it is for), drawn beside the replicas and
+    the HPA's recommendation (the load as the HPA saw it, rounded up) it forecast."""
+    out: list[tuple[AuditEvent, float, float]] = []
+    for e in w.events:
+        f = (e.data.get("inputs") or {}).get("forecast") if e.type == "decision" else None
+        if isinstance(f, Mapping):
+            at, load = f.get("at"), f.get("load")
+            if isinstance(at, int | float) and isinstance(load, int | float):
+                out.append((e, float(at), float(load)))
+    return out
+
+
+def forecast_title(e: AuditEvent, at: float, load: float) -> str:
+    return f"forecast of {load:g} replicas' load for {_when(at)}, made {_when(e.ts)} (spec.predictive)"
+
+
 def replica_range(w: WorkloadData, ranges: Sequence[WantedRange]) -> tuple[float, float]:
     """(low, high) of the replicas axis: every value drawn on it, from zero."""
     values: list[float] = [v for _, v in w.replicas] + [v for _, v in w.hpa_desired]
+    values += [load for _, _, load in forecasts(w)]
     values += [b for _, lo, hi in w.bounds for b in (lo, hi) if b is not None]
     values += [r.high for r in ranges]
     for e in w.events:
@@ -483,6 +504,8 @@ def replicas_chart(w: WorkloadData, axis: Axis) -> str | None:
     c.ranges(ranges, lambda r: _range_title(r, step, lambda v: f"{v:g} replicas"))
     c.steps(w.replicas, REPLICAS, 2.6)
     c.steps(w.hpa_desired, HPA, 1.6, "5 4")
+    for e, at, load in forecasts(w):  # hollow circles: what the forecaster expected
+        c.mark(at, load, "forecast", FORECAST, forecast_title(e, at, load))
     for e in decisions:
         r = e.data.get("replicas")
         if e.type == "decision" and isinstance(r, Mapping) and isinstance(r.get("to"), int):

@@ -13,6 +13,7 @@ from analysis.report.charts import (
     BAND_OPACITY,
     BOUND,
     DECISION_COLOR,
+    FORECAST,
     HPA,
     LIMIT,
     REPLICAS,
@@ -22,6 +23,7 @@ from analysis.report.charts import (
     WANTED_OPACITY,
     Axis,
     decision_strip,
+    forecasts,
     reason_color,
     replica_wanted,
     replicas_chart,
@@ -132,6 +134,8 @@ def _section(w: WorkloadData, axis: Axis, from_stream: bool) -> str:
         items = [(_sw(REPLICAS), "replicas" + (" (observed)" if from_stream else " (from the decisions)"))]
         if w.hpa_desired:
             items.append((_sw(HPA, True, 2), "HPA recommendation"))
+        if forecasts(w):
+            items.append((f'<i class="dot" style="border-color:{FORECAST}"></i>', "forecast load (spec.predictive)"))
         if w.bounds:
             items.append((_sw(BOUND, True, 2), "policy min / max"))
         rep_ranges = wanted_ranges(w.events, step, replica_wanted(w))

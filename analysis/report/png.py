@@ -18,6 +18,7 @@ from analysis.report.charts import (
     BAND_OPACITY,
     BOUND,
     DECISION_COLOR,
+    FORECAST,
     HPA,
     LIMIT,
     REPLICAS,
@@ -29,6 +30,7 @@ from analysis.report.charts import (
     Axis,
     axis_label,
     bucket_points,
+    forecasts,
     reason_color,
     replica_range,
     replica_wanted,
@@ -209,6 +211,10 @@ class _Mpl:
         self.steps(ax, w.replicas, color=REPLICAS, lw=2.6, zorder=3, label="replicas")
         if w.hpa_desired:
             self.steps(ax, w.hpa_desired, color=HPA, lw=1.6, ls=(0, (5, 4)), zorder=4, label="HPA recommendation")
+        fc = forecasts(w)
+        if fc:
+            ax.plot(self.dt([at for _, at, _ in fc]), [load for _, _, load in fc], marker="o", ls="", ms=4,
+                    mfc="none", color=FORECAST, mew=1.0, zorder=4, label="forecast (predictive)")  # fmt: skip
         ups: list[tuple[float, int]] = []
         downs: list[tuple[float, int]] = []
         for e in w.events:
