@@ -185,32 +185,12 @@ class Predictive(DelegatingPolicy):
         it; or the kind's outcome, with why nothing was raised (:func:`_held`)."""
         spec = self.spec
         history = profile.history(view.tick)
-        if history < spec.min_history:
-            why = f"{_hours(history)} of history, minHistory is {_hours(spec.min_history)}"
-            return _held(view, out, profile, history, TOO_LITTLE_HISTORY, why, raised)
-        forecast = profile.forecast(view.tick + horizon)
+        forecast, held = self._gate(view, profile, horizon, history)
         if forecast is None:
-            why = "no history yet at the time of day it would forecast"
-            return _held(view, out, profile, history, NO_PROFILE, why, raised)
-        if forecast.error is None:
-            why = "its recent error is not measured yet (a 15-minute slot it forecast has to end first)"
-            return _held(view, out, profile, history, ERROR_NOT_MEASURED, why, raised)
-        if forecast.error > spec.max_error_percent:
-            why = f"recent error {forecast.error:g} % is above maxErrorPercent {spec.max_error_percent} %"
-            return _held(view, out, profile, history, ERROR_TOO_LARGE, why, raised)
-        if forecast.versus_naive is not None and forecast.versus_naive > NAIVE_MARGIN:
-            why = (
-                f"over the last day its error is {forecast.versus_naive:.2f} times that of "
-                '"as the slot before": no pattern it knows'
-            )
-            return _held(view, out, profile, history, NO_BETTER_THAN_NAIVE, why, raised)
+            reason, why = held
+            return _held(view, out, profile, history, reason, why, raised)
         min_pair = out.hpa.get("min_replicas")
-        if isinstance(min_pair, tuple) and min_pair[1] is not None:
-            reactive = int(min_pair[1])
-        elif out.replicas is not None:
-            reactive = out.replicas
-        else:
-            reactive = view.spec.replicas
+        reactive = _reactive_replicas(view, out)
         if forecast.load <= reactive * (1 + TOLERANCE):
             # within the HPA's tolerance of what the kind asks: no change, as the HPA
             why = (
@@ -240,28 +220,10 @@ class Predictive(DelegatingPolicy):
                 if want == view.spec.replicas:
                     replicas = None if out.replicas is None else want
             reasons.append(explain(want, forecast))
-        now_raised: Raised = {}
-        out_requests = out.requests
+        out_requests, now_raised, taken_back = _requests_with_raise(view, out, requests, raised)
         if requests:
-            out_requests = {c: dict(r) for c, r in out.requests.items()}
-            for cname, res in requests.items():
-                for r, milli in res.items():
-                    out_requests.setdefault(cname, {})[r] = milli
-                    base = raised.get(cname, {}).get(r, (_request(view, cname, r), 0))[0]
-                    now_raised.setdefault(cname, {})[r] = (base, milli)
             reasons.append(explain_requests(requests, forecast, top or 0))
-        # a raise of the requests no longer asked for goes back (it was the kind's value before)
-        for cname, res2 in raised.items():
-            for r, (base, _to) in res2.items():
-                if (
-                    r not in now_raised.get(cname, {})
-                    and r not in out.requests.get(cname, {})
-                    and _request(view, cname, r) != base
-                ):
-                    if out_requests is out.requests:
-                        out_requests = {c: dict(v) for c, v in out.requests.items()}
-                    out_requests.setdefault(cname, {})[r] = base
-                    reasons.append(explain_taken_back(cname, r, base))
+        reasons.extend(taken_back)
         inputs = forecast_inputs(forecast, reactive, horizon, history)
         inputs["replicas"] = want if want > reactive else None
         if requests:
@@ -280,6 +242,73 @@ class Predictive(DelegatingPolicy):
             ),
             now_raised,
         )
+
+    def _gate(
+        self, view: View, profile: LoadProfile, horizon: float, history: float
+    ) -> tuple[Forecast | None, tuple[str, str]]:
+        """The forecast at ``horizon`` ahead when the spec's gates let it act; else ``None`` and
+        the status reason with its sentence (too little history, no profile at that time of day,
+        an error not measured or too large, no better than "as the slot before")."""
+        spec = self.spec
+        if history < spec.min_history:
+            return None, (TOO_LITTLE_HISTORY, f"{_hours(history)} of history, minHistory is {_hours(spec.min_history)}")
+        forecast = profile.forecast(view.tick + horizon)
+        if forecast is None:
+            return None, (NO_PROFILE, "no history yet at the time of day it would forecast")
+        if forecast.error is None:
+            why = "its recent error is not measured yet (a 15-minute slot it forecast has to end first)"
+            return None, (ERROR_NOT_MEASURED, why)
+        if forecast.error > spec.max_error_percent:
+            why = f"recent error {forecast.error:g} % is above maxErrorPercent {spec.max_error_percent} %"
+            return None, (ERROR_TOO_LARGE, why)
+        if forecast.versus_naive is not None and forecast.versus_naive > NAIVE_MARGIN:
+            why = (
+                f"over the last day its error is {forecast.versus_naive:.2f} times that of "
+                '"as the slot before": no pattern it knows'
+            )
+            return None, (NO_BETTER_THAN_NAIVE, why)
+        return forecast, ("", "")
+
+
+def _reactive_replicas(view: View, out: Outcome) -> int:
+    """What the kind asks: its minimum replicas when it sets an HPA's, else its replicas, else
+    the current ones (the forecast only ever raises above this)."""
+    min_pair = out.hpa.get("min_replicas")
+    if isinstance(min_pair, tuple) and min_pair[1] is not None:
+        return int(min_pair[1])
+    if out.replicas is not None:
+        return out.replicas
+    return view.spec.replicas
+
+
+def _requests_with_raise(
+    view: View, out: Outcome, requests: dict[str, dict[str, int]], raised: Raised
+) -> tuple[dict[str, dict[str, int]], Raised, list[str]]:
+    """The outcome's requests with this tick's raise, the raise that holds after it (each with
+    the request it started from), and the sentences of every earlier raise taken back: a raise no
+    longer asked for goes back to the kind's value before it, unless the kind set one since."""
+    now_raised: Raised = {}
+    out_requests = out.requests
+    if requests:
+        out_requests = {c: dict(r) for c, r in out.requests.items()}
+        for cname, res in requests.items():
+            for r, milli in res.items():
+                out_requests.setdefault(cname, {})[r] = milli
+                base = raised.get(cname, {}).get(r, (_request(view, cname, r), 0))[0]
+                now_raised.setdefault(cname, {})[r] = (base, milli)
+    taken_back: list[str] = []
+    for cname, res2 in raised.items():
+        for r, (base, _to) in res2.items():
+            if (
+                r not in now_raised.get(cname, {})
+                and r not in out.requests.get(cname, {})
+                and _request(view, cname, r) != base
+            ):
+                if out_requests is out.requests:
+                    out_requests = {c: dict(v) for c, v in out.requests.items()}
+                out_requests.setdefault(cname, {})[r] = base
+                taken_back.append(explain_taken_back(cname, r, base))
+    return out_requests, now_raised, taken_back
 
 
 def _held(
