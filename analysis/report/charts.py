@@ -17,6 +17,7 @@ from analysis.report.scales import (
     band_visible,
     blocked_buckets,
     bucket_seconds,
+    per_column,
     pod_spread,
     value_range,
     wanted_ranges,
@@ -282,33 +283,8 @@ class Chart:
 def bucket_points(
     points: Sequence[tuple[float, float, float, float]], axis: Axis
 ) -> list[tuple[float, float, float, float]]:
-    """At most about one point per pixel column: mean of the averages, lowest low, highest high."""
-    px = max(1, axis.width - LEFT - RIGHT)
-    if len(points) <= px:
-        return list(points)
-    width = (axis.t1 - axis.t0) / px
-    out: list[tuple[float, float, float, float]] = []
-    cur: list[tuple[float, float, float, float]] = []
-    cur_b = None
-    for p in points:
-        b = int((p[0] - axis.t0) / width)
-        if cur and b != cur_b:
-            out.append(_merge(cur))
-            cur = []
-        cur.append(p)
-        cur_b = b
-    if cur:
-        out.append(_merge(cur))
-    return out
-
-
-def _merge(ps: Sequence[tuple[float, float, float, float]]) -> tuple[float, float, float, float]:
-    return (
-        sum(p[0] for p in ps) / len(ps),
-        sum(p[1] for p in ps) / len(ps),
-        min(p[2] for p in ps),
-        max(p[3] for p in ps),
-    )
+    """At most about one point per pixel column of ``axis`` (:func:`scales.per_column`)."""
+    return per_column(points, axis.t0, axis.t1, max(1, axis.width - LEFT - RIGHT))
 
 
 def reason_color(reason: str) -> str:

@@ -210,3 +210,35 @@ def pod_spread(points: Iterable[tuple[float, float, float, float]]) -> float:
 def band_visible(spread: float, vr: ValueRange) -> bool:
     """Whether a pod band ``spread`` tall at its widest can be seen on the axis ``vr``."""
     return spread > 0 and spread >= BAND_MIN * (vr.high - vr.low)
+
+
+def per_column(
+    points: Sequence[tuple[float, float, float, float]], t0: float, t1: float, columns: int
+) -> list[tuple[float, float, float, float]]:
+    """At most about one point per column of ``columns`` over ``t0``..``t1``: per column the mean
+    of the times and of the averages, the lowest low and the highest high."""
+    if len(points) <= columns:
+        return list(points)
+    width = (t1 - t0) / columns
+    out: list[tuple[float, float, float, float]] = []
+    cur: list[tuple[float, float, float, float]] = []
+    cur_b = None
+    for p in points:
+        b = int((p[0] - t0) / width)
+        if cur and b != cur_b:
+            out.append(_merge(cur))
+            cur = []
+        cur.append(p)
+        cur_b = b
+    if cur:
+        out.append(_merge(cur))
+    return out
+
+
+def _merge(ps: Sequence[tuple[float, float, float, float]]) -> tuple[float, float, float, float]:
+    return (
+        sum(p[0] for p in ps) / len(ps),
+        sum(p[1] for p in ps) / len(ps),
+        min(p[2] for p in ps),
+        max(p[3] for p in ps),
+    )
