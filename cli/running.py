@@ -60,6 +60,16 @@ def stop_on_signals(loop: asyncio.AbstractEventLoop, stop: threading.Event) -> C
     return remove
 
 
+def serve_metrics(name: str, args: argparse.Namespace) -> tuple[Any, Any] | None:
+    """The process's metrics and their server (/metrics, /healthz, /readyz on ``--metrics-port``);
+    ``None`` after one line on stderr when the port cannot be served (the caller exits 2)."""
+    try:
+        return metrics_from_args(args)
+    except OSError as exc:
+        print(f"tandem {name}: metrics port {args.metrics_port}: {exc}", file=sys.stderr)
+        return None
+
+
 def run_until_signal(
     name: str, args: argparse.Namespace, main: Callable[[threading.Event, Any], Awaitable[None]]
 ) -> int:
@@ -68,11 +78,10 @@ def run_until_signal(
     ``metrics`` is the process's :class:`ops.observability.Metrics`, served on ``--metrics-port``
     while ``main`` runs.  A failure of ``main`` is one line on stderr, ``tandem <name>: <why>``.
     """
-    try:
-        metrics, server = metrics_from_args(args)  # /metrics, /healthz, /readyz on --metrics-port
-    except OSError as exc:
-        print(f"tandem {name}: metrics port {args.metrics_port}: {exc}", file=sys.stderr)
+    served = serve_metrics(name, args)
+    if served is None:
         return 2
+    metrics, server = served
     stop = threading.Event()
 
     async def go() -> None:

@@ -34,12 +34,11 @@ from cli.options import (
     add_worker_signing_options,
     env,
     flag,
-    metrics_from_args,
     non_negative_float,
     positive_float,
     positive_int,
 )
-from cli.running import stop_on_signals
+from cli.running import serve_metrics, stop_on_signals
 from ops.retry import start_retrying
 from streams.topics import TopicMismatch, TopicsReport, ensure_topics
 
@@ -143,11 +142,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"tandem worker: {exc}", file=sys.stderr)
         return 2
 
-    try:
-        metrics, _server = metrics_from_args(args)  # /metrics, /healthz, /readyz on --metrics-port
-    except OSError as exc:
-        print(f"tandem worker: metrics port {args.metrics_port}: {exc}", file=sys.stderr)
+    served = serve_metrics("worker", args)
+    if served is None:
         return 2
+    metrics = served[0]
 
     # One loop for the topic check and for Faust (asyncio.run would close it and unset the loop).
     loop = asyncio.new_event_loop()

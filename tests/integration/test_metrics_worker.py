@@ -1,8 +1,4 @@
-"""``tandem worker`` serves Prometheus metrics, /healthz and /readyz (ops.observability) over a real broker.
-
-Skipped until the worker is wired to :mod:`ops.observability` (the lead's wiring: ``cli.worker``
-then exposes ``add_metrics_options`` or ``Metrics``, and serves them on ``TANDEM_METRICS_PORT``).
-"""
+"""``tandem worker`` serves Prometheus metrics, /healthz and /readyz (ops.observability) over a real broker."""
 
 from __future__ import annotations
 
@@ -14,12 +10,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-import cli.worker
 from tests.fixtures.kafka import wait_for
 
-WIRED = any(hasattr(cli.worker, name) for name in ("add_metrics_options", "Metrics", "metrics", "metrics_from_args"))
-
-pytestmark = [pytest.mark.kafka, pytest.mark.skipif(not WIRED, reason="wired by the lead")]
+pytestmark = pytest.mark.kafka
 
 
 def free_port() -> int:
