@@ -4,6 +4,13 @@ Events from all files are ordered by event time, file order kept for equal ``ts`
 section 6), then fed to :class:`scaling.engine.Engine`, exactly the functions the Faust agents
 call, by the one embedded runner (:mod:`streams.runner`).  A bad line is reported as
 ``FILE:LINE: field 'x': why`` and skipped (``--strict`` makes it fatal); it never stops the replay.
+
+Files that are each already in event-time order are streamed (:func:`streams.runner.read_ordered`:
+a pre-scan of every file, then a lazy merge), others read whole and sorted; the audit stream and
+the summary are the same either way.  Only stderr's order differs: streamed, each bad line is
+reported when the merge reaches it, among the engine's refusals in event-time order; sorted, every
+line that does not decode is reported first.  ``--strict`` is checked in the pre-scan, so a bad
+line still ends the run before anything is decided.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from scaling.settings import Settings
 from scaling.vocabulary import BLOCKED, DECISION
 from schemas.codec import encode
 from schemas.words import held_back_counts
-from streams.runner import Progress, ReplayStats, StrictError, no_policy_warning, read_sorted, run
+from streams.runner import Progress, ReplayStats, StrictError, no_policy_warning, read_ordered, run
 
 __all__ = ["ReplayStats", "StrictError", "policy_warning", "replay", "summary"]
 
@@ -85,11 +92,9 @@ def replay(
     if progress is None:
         progress = err.isatty()
     bar = Progress(err, None, progress)
-    events = read_sorted(paths, report, stats, strict=strict, progress=bar)
-    bar.total = len(events) if len(events) >= 50_000 else None
-    bar.enabled = progress and len(events) >= 50_000
-    if events:
-        stats.first_ts, stats.last_ts = events[0][0], events[-1][0]
+    events, total = read_ordered(paths, report, stats, strict=strict, progress=bar)
+    bar.total = total if total >= 50_000 else None
+    bar.enabled = progress and total >= 50_000
 
     write = out.write
 

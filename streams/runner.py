@@ -7,16 +7,28 @@ simulate`` read their input the same way, here: every line of every file decoded
 section 6: a stable sort, :func:`read_sorted`); :func:`run` then feeds them to
 :class:`scaling.engine.Engine`, exactly the functions the Faust agents call, and flushes it at the
 end, handing everything emitted to one sink.
+
+Replay and report take :func:`read_ordered` instead: files that are each already in event-time
+order (recordings, ``tandem import prometheus --out``) are merged one line at a time
+(:func:`stream_events`), in the stable sort's order, so that a month of a fleet replays in the
+engine's memory rather than in that of every event at once.  Publish needs the whole plan before
+its first message (the policies are stamped with the first ``ts``) and keeps the list; simulate
+keeps little of each line and reads with :func:`read_reduced`.
 """
 
 from __future__ import annotations
 
 import gc
+import heapq
+import math
+import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, TypeVar
+
+import orjson
 
 from scaling.engine import Engine
 from scaling.errors import InvalidEvent
@@ -30,6 +42,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
 
 __all__ = [
+    "InputChanged",
     "Line",
     "Progress",
     "ReplayStats",
@@ -37,13 +50,16 @@ __all__ = [
     "gc_paused",
     "no_policy_warning",
     "read_events",
+    "read_ordered",
     "read_reduced",
     "read_sorted",
     "run",
+    "scan_order",
+    "stream_events",
 ]
 
 #: One decoded input line: ``(ts, seq, (path, line number, raw JSON), event)``; ``seq`` is the
-#: arrival order over all files.
+#: arrival order over all files (:func:`stream_events`: over the line's own file).
 Line = tuple[float, int, Any, Event]
 
 
@@ -147,36 +163,46 @@ def read_events(
     seq = 0
     with gc_paused():
         for path in paths:
-            stats.files += 1
+            for lineno, raw, event in _decoded(path, report, stats, strict, check_policies):
+                events.append((event.ts, seq, (path, lineno, raw), event))
+                seq += 1
+                if progress is not None and seq % 4096 == 0:
+                    progress.update(seq, "reading")
+    return events
+
+
+def _decoded(
+    path: str, report: Callable[[str], None], stats: ReplayStats, strict: bool, check_policies: bool = False
+) -> Iterator[tuple[int, Any, Event]]:
+    """``(line number, raw, event)`` of every line of ``path`` that decodes; the others reported
+    as ``FILE:LINE: why`` and counted (or :class:`StrictError` when ``strict``), the one reader of
+    both paths (:func:`read_events`, :func:`stream_events`), so both say the same of every line."""
+    stats.files += 1
+    try:
+        for lineno, line in iter_lines(path):
+            stats.read += 1
             try:
-                for lineno, line in iter_lines(path):
-                    stats.read += 1
+                raw, event = decode(line)
+                if check_policies and isinstance(event, PolicyEvent) and event.manifest is not None:
                     try:
-                        raw, event = decode(line)
-                        if check_policies and isinstance(event, PolicyEvent) and event.manifest is not None:
-                            try:
-                                parse_policy(event.manifest, event.workload)
-                            except InvalidEvent as bad:
-                                raise bad.within("policy") from None
-                    except InvalidEvent as exc:
-                        stats.rejected += 1
-                        msg = f"{path}:{lineno}: {exc}"
-                        if strict:
-                            raise StrictError(msg) from None
-                        report(msg)
-                        continue
-                    events.append((event.ts, seq, (path, lineno, raw), event))
-                    seq += 1
-                    if progress is not None and seq % 4096 == 0:
-                        progress.update(seq, "reading")
-            except BrokenStream as exc:
-                # A truncated or corrupt file: the lines before stand, the break is one bad line.
+                        parse_policy(event.manifest, event.workload)
+                    except InvalidEvent as bad:
+                        raise bad.within("policy") from None
+            except InvalidEvent as exc:
                 stats.rejected += 1
-                msg = f"{path}:{exc.lineno}: {exc}"
+                msg = f"{path}:{lineno}: {exc}"
                 if strict:
                     raise StrictError(msg) from None
                 report(msg)
-    return events
+                continue
+            yield lineno, raw, event
+    except BrokenStream as exc:
+        # A truncated or corrupt file: the lines before stand, the break is one bad line.
+        stats.rejected += 1
+        msg = f"{path}:{exc.lineno}: {exc}"
+        if strict:
+            raise StrictError(msg) from None
+        report(msg)
 
 
 def no_policy_warning(engine: Engine) -> str | None:
@@ -221,6 +247,112 @@ def read_sorted(
     events = read_events(paths, report, stats, strict=strict, progress=progress, check_policies=check_policies)
     events.sort(key=_ts)  # stable: equal ts keep their arrival order
     return events
+
+
+def scan_order(paths: Sequence[str], *, strict: bool = False, progress: Progress | None = None) -> int | None:
+    """The lines of ``paths`` if every file is already in event-time order, else ``None``.
+
+    The pre-scan of :func:`read_ordered`: each file read once, before anything is decided, and of
+    each line only its top-level numeric ``ts`` (``orjson.loads``; a line that does not parse or
+    has no numeric ``ts`` is left out of the check: the real pass refuses it).  A file whose ``ts``
+    goes back even once, stdin or a pipe (it cannot be read twice) answer ``None`` at once.  A
+    file that breaks part-way is in order if the lines before the break are (the real pass reports
+    the break).  Under ``strict`` every line is decoded as the real pass would and the first bad
+    one raises :class:`StrictError` with the message :func:`read_events` gives it: ``--strict``
+    still decides nothing when a line is bad.
+    """
+    total = 0
+    for path in paths:
+        if path == "-" or not os.path.isfile(path):
+            return None
+        last = -math.inf
+        try:
+            for lineno, line in iter_lines(path):
+                total += 1
+                if progress is not None and total % 4096 == 0:
+                    progress.update(total, "reading")
+                if strict:
+                    try:
+                        ts: float | None = decode(line)[1].ts
+                    except InvalidEvent as exc:
+                        raise StrictError(f"{path}:{lineno}: {exc}") from None
+                else:
+                    ts = _top_ts(line)
+                    if ts is None:
+                        continue
+                if ts < last:
+                    return None
+                last = ts
+        except BrokenStream as exc:
+            if strict:
+                raise StrictError(f"{path}:{exc.lineno}: {exc}") from None
+    return total
+
+
+def _top_ts(line: bytes) -> float | None:
+    """The top-level numeric ``ts`` of a line as :func:`schemas.codec.decode` would read it, if any."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    ts = obj.get("ts") if type(obj) is dict else None
+    return float(ts) if type(ts) is float or type(ts) is int else None
+
+
+class InputChanged(StrictError):
+    """A streamed file whose ``ts`` goes back in time although the pre-scan found it in order."""
+
+
+def stream_events(
+    paths: Sequence[str], report: Callable[[str], None], stats: ReplayStats, *, strict: bool = False
+) -> Iterator[Line]:
+    """:func:`read_sorted`'s events, one at a time, for files each already in event-time order.
+
+    ``heapq.merge`` of one lazy decoder per file keyed by ``ts``: it breaks ties by the order of
+    the files, then by each file's line order, which is exactly the stable sort's order (section 6),
+    and it holds one decoded line per file.  Each line is decoded, refused and counted as
+    :func:`read_events` does it, but when the merge reaches it: a refused line's message comes
+    between the engine's own refusals in event-time order, not before them all.  ``seq`` is the
+    line's place among its file's events.  A file that is not in order after all (it changed since
+    :func:`scan_order` read it) raises :class:`InputChanged` at its first line out of order.
+    """
+
+    def lines(path: str) -> Iterator[Line]:
+        last = -math.inf
+        for seq, (lineno, raw, event) in enumerate(_decoded(path, report, stats, strict)):
+            ts = event.ts
+            if ts < last:
+                raise InputChanged(
+                    f"{path}:{lineno}: ts {ts} is before the line above it, yet the file was in event-time "
+                    "order when first read: was it changed during the run? Nothing after this line was read"
+                )
+            last = ts
+            yield ts, seq, (path, lineno, raw), event
+
+    return heapq.merge(*(lines(path) for path in paths), key=_ts)
+
+
+def read_ordered(
+    paths: Sequence[str],
+    report: Callable[[str], None],
+    stats: ReplayStats,
+    *,
+    strict: bool = False,
+    progress: Progress | None = None,
+) -> tuple[Iterable[Line], int]:
+    """The events in :func:`read_sorted`'s order, and how many lines to expect (the progress bar).
+
+    When every file is already in event-time order (:func:`scan_order`; recordings and ``tandem
+    import prometheus --out`` files are written so) they are streamed (:func:`stream_events`):
+    memory stays that of the engine, not of the input.  Otherwise :func:`read_sorted`'s list, as
+    before.  ``strict`` is checked in the pre-scan: a bad line raises :class:`StrictError` before
+    anything is decided, either way.
+    """
+    total = scan_order(paths, strict=strict, progress=progress)
+    if total is None:
+        events = read_sorted(paths, report, stats, strict=strict, progress=progress)
+        return events, len(events)
+    return stream_events(paths, report, stats, strict=strict), total
 
 
 T = TypeVar("T")
@@ -335,7 +467,7 @@ def _decode_part(
 
 def run(
     engine: Engine,
-    events: Sequence[Line],
+    events: Iterable[Line],
     sink: Callable[[list[Emitted]], None],
     report: Callable[[str], None],
     *,
@@ -344,13 +476,18 @@ def run(
     each: Callable[[Event], None] | None = None,
     progress: Progress | None = None,
 ) -> None:
-    """Feed ``events`` (sorted) to ``engine``, then flush it; everything emitted goes to ``sink``.
+    """Feed ``events`` (in order: a list or :func:`read_ordered`'s stream) to ``engine``, then
+    flush it; everything emitted goes to ``sink``.
 
     An event the engine refuses (``InvalidEvent``: a policy that does not parse, say) is reported
     as ``FILE:LINE: why`` and counted in ``stats.rejected``, or raises :class:`StrictError` when
     ``strict``; ``each`` is called with every event the engine took, after it took it.
+    ``stats.first_ts`` and ``last_ts`` are those of the first and last event (taken or not).
     """
-    for i, (_, _, (path, lineno, raw), event) in enumerate(events):
+    ts: float | None = None
+    for i, (ts, _, (path, lineno, raw), event) in enumerate(events):
+        if i == 0 and stats is not None:
+            stats.first_ts = ts
         try:
             sink(engine.process(raw, event))
         except InvalidEvent as exc:
@@ -365,4 +502,6 @@ def run(
                 each(event)
         if progress is not None and i % 4096 == 0:
             progress.update(i, "replaying")
+    if stats is not None and ts is not None:
+        stats.last_ts = ts
     sink(engine.flush())

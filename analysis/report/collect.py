@@ -17,7 +17,7 @@ from scaling.policies import parse_policy
 from scaling.quantity import parse_quantity
 from streams.inputs import iter_lines
 from streams.replay import policy_warning
-from streams.runner import ReplayStats, read_sorted, run
+from streams.runner import ReplayStats, read_ordered, run
 
 
 @dataclass
@@ -136,13 +136,13 @@ def collect(
         def report(msg: str) -> None:
             err.write(msg + "\n")
 
-        events = read_sorted(stream_paths, report, stats, strict=strict)
-        run(engine, events, emitted, report, each=lambda event: _gather(data, event))
+        events, _ = read_ordered(stream_paths, report, stats, strict=strict)  # streamed when in order
+        run(engine, events, emitted, report, stats=stats, each=lambda event: _gather(data, event))
         warning = policy_warning(engine, refused_policies)
         if warning is not None:
             report(f"tandem report: {warning}")
-        if events:
-            data.t0, data.t1 = events[0][0], events[-1][0]
+        if stats.first_ts is not None and stats.last_ts is not None:
+            data.t0, data.t1 = stats.first_ts, stats.last_ts
 
     _add_audit(data, audit_raw, audit_paths, err)
     _span(data)
