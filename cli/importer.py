@@ -20,6 +20,8 @@ import re
 import sys
 import tempfile
 import time
+from collections import deque
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, NamedTuple, cast
@@ -44,6 +46,7 @@ from streams.prometheus import (
     load_queries,
 )
 from streams.runner import gc_paused
+from streams.settings import KafkaSettings
 
 NAME = "import"
 HELP = "read a cluster's history from Prometheus into contract events"
@@ -240,8 +243,15 @@ def run(args: argparse.Namespace) -> int:
         return 2
     tty = sys.stderr.isatty()
     tally = _Tally()
-    keep: list[dict[str, Any]] = []  # for --publish or stdout; --out is written as the windows come
+    publisher: _Publisher | None = None
+    if args.publish:  # the broker's settings before a minute of reading, not after
+        made = _Publisher.of(args, o)
+        if isinstance(made, int):
+            return made
+        publisher = made
+    keep: list[dict[str, Any]] = []  # standard output: written once everything was read
     sink = _Sink(args.out) if args.out and args.out != "-" else None
+    windows = _windows(args, o, tally, sink, tty)
     try:
         # The collector off while reading, as for a replay's input (streams.runner.gc_paused): an
         # import only builds acyclic values (the answers, the events) and drops each window's by
@@ -250,23 +260,29 @@ def run(args: argparse.Namespace) -> int:
         # CPU instead of 27, and a full collection at its end found 2,241 unreachable objects (about
         # 16 per request, urllib's), collected when it comes back on.
         with gc_paused():
-            _read(args, o, tally, sink, keep, tty)
+            if publisher is not None:
+                code = publisher.run(windows)
+                if code:
+                    if sink is not None:
+                        sink.discard()
+                    return code
+            else:
+                for window in windows:
+                    if sink is None:
+                        keep.extend(window)
     except (PrometheusError, OSError) as exc:
         if sink is not None:
             sink.discard()
         where = str(exc) if isinstance(exc, PrometheusError) else f"--out: {args.out}: {exc.strerror or exc}"
-        print(("\n" if tty and isinstance(exc, PrometheusError) else "") + f"{_PROG}: {where}", file=sys.stderr)
+        sent = f" ({publisher.said()})" if publisher is not None and publisher.sent else ""
+        print(("\n" if tty and isinstance(exc, PrometheusError) else "") + f"{_PROG}: {where}{sent}", file=sys.stderr)
         return 1
     if tty:
         sys.stderr.write("\r" + " " * 60 + "\r")
     for warning in tally.stats.warnings:
         print(f"{_PROG}: warning: {warning}", file=sys.stderr)
-    if args.publish:
-        code = _publish(args, keep, o)
-        if code:
-            if sink is not None:
-                sink.discard()
-            return code
+    if publisher is not None:
+        print(f"{_PROG}: {publisher.said()}", file=sys.stderr)
     if sink is not None:
         try:
             sink.commit()
@@ -274,7 +290,7 @@ def run(args: argparse.Namespace) -> int:
             sink.discard()
             print(f"{_PROG}: --out: {args.out}: {exc.strerror or exc}", file=sys.stderr)
             return 1
-    elif not args.publish:
+    elif publisher is None:
         for raw in keep:
             sys.stdout.write(orjson.dumps(raw, option=orjson.OPT_APPEND_NEWLINE).decode())
         sys.stdout.flush()
@@ -282,11 +298,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read(
-    args: argparse.Namespace, o: _Options, tally: _Tally, sink: _Sink | None, keep: list[dict[str, Any]], tty: bool
-) -> None:
-    """Every window of the history: each event checked against the contract, counted, written to
-    ``sink`` and kept in ``keep`` for ``--publish`` or standard output."""
+def _windows(
+    args: argparse.Namespace, o: _Options, tally: _Tally, sink: _Sink | None, tty: bool
+) -> Iterator[list[dict[str, Any]]]:
+    """Every window of the history: each event checked against the contract, counted and written
+    to ``sink``; the window's checked events handed on."""
 
     def progress(done: int, total: int) -> None:
         if tty:
@@ -309,8 +325,7 @@ def _read(
             checked.append(raw)
         if sink is not None:
             sink.write(checked)
-        if sink is None or args.publish:
-            keep.extend(checked)
+        yield checked
 
 
 #: One event as :func:`streams.publish.messages` takes it: ``(ts, seq, (source, line, raw), event)``.
@@ -357,63 +372,95 @@ class _Sink:
 ROUND_SECONDS = 5.0
 
 
-def _publish(args: argparse.Namespace, events: list[dict[str, Any]], o: _Options) -> int:
+class _Publisher:
     """The history as ``history`` envelopes on the metrics topic (docs/contract.md §3), stamped with
-    the present: a worker learns from them, whether or not the cluster's live events reached it
-    first, and decides none of their ticks (docs/import.md, "warm start")."""
-    from streams.history import envelopes
-    from streams.publish import messages, publish
-    from streams.topics import TopicMismatch, ensure_topics
+    the present, sent as the windows are read: a worker learns from them, whether or not the
+    cluster's live events reached it first, and decides none of their ticks (docs/import.md, "warm
+    start").  A month of a fleet is never in memory: an envelope goes once full
+    (:class:`streams.history.Envelopes`), and reading waits while any workload has two waiting."""
 
-    logging.getLogger("aiokafka").setLevel(logging.ERROR)
-    try:
-        settings = kafka_settings(args)
-    except (OSError, ValueError, SettingsError) as exc:
-        print(f"{_PROG}: {exc}", file=sys.stderr)
-        return 2
-    if settings.input_signing is not None and args.cluster not in settings.input_signing:
-        print(f"{_PROG}: no input signing key for cluster {args.cluster}", file=sys.stderr)
-        return 2
-    end = o.end_ms / 1000
-    per_workload: dict[str, list[dict[str, Any]]] = {}
-    for envelope in envelopes(events, end, end):
-        w = envelope["workload"]
-        key = "/".join(w[f] for f in ("cluster", "namespace", "kind", "name"))
-        per_workload.setdefault(key, []).append(envelope)
-    rounds = [
-        [envs[r] for envs in per_workload.values() if r < len(envs)]
-        for r in range(max(map(len, per_workload.values()), default=0))
-    ]
+    def __init__(self, args: argparse.Namespace, o: _Options, settings: KafkaSettings, max_bytes: int = 0) -> None:
+        from streams.history import MAX_BYTES, Envelopes
 
-    async def go() -> int:
-        await ensure_topics(settings)
-        sent, ts = 0, end
-        for r, batch in enumerate(rounds):
-            if r and not args.now:
-                await asyncio.sleep(ROUND_SECONDS)
-            # The present (the clock, or --now), never before the history's end nor the last round.
-            ts = max(o.now if args.now else time.time(), ts)
-            lines: list[Line] = []
-            for envelope in batch:
-                envelope["ts"] = ts
-                lines.append((ts, len(lines), ("prometheus", len(lines) + 1, envelope), decode_event(envelope)))
-            # no watermarks: they would promise what the cluster's collector writes, not this command
-            sent += await publish(settings, messages(settings.prefix, [], lines, ts, settings.input_clusters))
-        return sent
+        self.args, self.o, self.settings = args, o, settings
+        self.builder = Envelopes(max_bytes or MAX_BYTES)
+        self.waiting: dict[str, deque[dict[str, Any]]] = {}
+        self.sent = self.carried = 0
+        self.ts = o.end_ms / 1000
+        self.last_round: float | None = None
 
-    try:
-        sent = asyncio.run(go())
-    except TopicMismatch as exc:
-        print(f"{_PROG}: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:
-        print(f"{_PROG}: {settings.bootstrap}: {describe(exc)}", file=sys.stderr)
-        return 1
-    carried = sum(len(envelope["events"]) for batch in rounds for envelope in batch)
-    print(
-        f"{_PROG}: published {sent} history envelope(s) ({carried} past metric and workload event(s) of "
-        f"{len(per_workload)} workload(s)) to {settings.prefix}metrics on {settings.bootstrap}: "
-        "a worker learns from them and decides none of their ticks",
-        file=sys.stderr,
-    )
-    return 0
+    @classmethod
+    def of(cls, args: argparse.Namespace, o: _Options) -> _Publisher | int:
+        """The publisher, or the exit status of settings that cannot work (said on stderr)."""
+        logging.getLogger("aiokafka").setLevel(logging.ERROR)
+        try:
+            settings = kafka_settings(args)
+        except (OSError, ValueError, SettingsError) as exc:
+            print(f"{_PROG}: {exc}", file=sys.stderr)
+            return 2
+        if settings.input_signing is not None and args.cluster not in settings.input_signing:
+            print(f"{_PROG}: no input signing key for cluster {args.cluster}", file=sys.stderr)
+            return 2
+        return cls(args, o, settings)
+
+    def said(self) -> str:
+        return (
+            f"published {self.sent} history envelope(s) ({self.carried} past metric and workload event(s) of "
+            f"{len(self.waiting)} workload(s)) to {self.settings.prefix}metrics on {self.settings.bootstrap}: "
+            "a worker learns from them and decides none of their ticks"
+        )
+
+    def run(self, windows: Iterator[list[dict[str, Any]]]) -> int:
+        from streams.topics import TopicMismatch
+
+        try:
+            asyncio.run(self._go(windows))
+        except (PrometheusError, OSError):
+            raise  # the reading's: the caller says it
+        except TopicMismatch as exc:
+            print(f"{_PROG}: {exc}", file=sys.stderr)
+            return 2
+        except Exception as exc:
+            print(f"{_PROG}: {self.settings.bootstrap}: {describe(exc)}", file=sys.stderr)
+            return 1
+        return 0
+
+    async def _go(self, windows: Iterator[list[dict[str, Any]]]) -> None:
+        from streams.topics import ensure_topics
+
+        await ensure_topics(self.settings)
+        while (window := await asyncio.to_thread(next, windows, None)) is not None:
+            self._hold(self.builder.add(raw) for raw in window)
+            while any(len(q) > 1 for q in self.waiting.values()):
+                await self._round()
+        self._hold(self.builder.finish(self.o.end_ms / 1000))
+        while any(self.waiting.values()):
+            await self._round()
+
+    def _hold(self, envelopes: Iterable[dict[str, Any] | None]) -> None:
+        for envelope in envelopes:
+            if envelope is not None:
+                w = envelope["workload"]
+                key = "/".join(w[f] for f in ("cluster", "namespace", "kind", "name"))
+                self.waiting.setdefault(key, deque()).append(envelope)
+
+    async def _round(self) -> None:
+        """The next envelope of each workload that has one, by workload key, ``ROUND_SECONDS``
+        after the last round (not with ``--now``)."""
+        from streams.publish import messages, publish
+
+        if self.last_round is not None and not self.args.now:
+            await asyncio.sleep(max(0.0, ROUND_SECONDS - (time.monotonic() - self.last_round)))
+        # The present (the clock, or --now), never before the history's end nor the last round.
+        self.ts = max(self.o.now if self.args.now else time.time(), self.ts)
+        lines: list[Line] = []
+        for key in sorted(self.waiting):
+            if self.waiting[key]:
+                envelope = self.waiting[key].popleft()
+                envelope["ts"] = self.ts
+                self.carried += len(envelope["events"])
+                lines.append((self.ts, len(lines), ("prometheus", len(lines) + 1, envelope), decode_event(envelope)))
+        # no watermarks: they would promise what the cluster's collector writes, not this command
+        plan = messages(self.settings.prefix, [], lines, self.ts, self.settings.input_clusters)
+        self.sent += await publish(self.settings, plan)
+        self.last_round = time.monotonic()

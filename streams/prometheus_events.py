@@ -78,21 +78,14 @@ def _changes(points: Any, step_ms: int) -> set[int]:
     return out
 
 
-def _at_ready(ready: Mapping[tuple[str, str], dict[int, float]], key: tuple[str, str], t: int) -> bool:
-    points = ready.get(key)
-    return points is not None and points.get(t, 0.0) > 0
-
-
 def _hpa_metrics(found: Iterable[tuple[str, str, float]]) -> tuple[list[dict[str, Any]] | None, str]:
     """An HPA's ``spec.metrics`` (autoscaling/v2) from ``kube_horizontalpodautoscaler_spec_target_metric``
-    (metric name, target type, value), sorted by name; or ``None`` and why not.
-
-    kube-state-metrics names a metric and its target type but not its source type: ``cpu`` and
-    ``memory`` are taken as ``Resource`` metrics (``utilization`` -> ``averageUtilization``,
-    ``average`` -> ``averageValue`` in cores or bytes), any other name could be a ``Pods``,
-    ``Object`` or ``External`` metric, so an HPA with one gets no ``metrics`` rather than a wrong
-    list (https://github.com/kubernetes/kube-state-metrics/blob/main/docs/metrics/workload/horizontalpodautoscaler-metrics.md).
-    """
+    (metric name, target type, value), sorted by name; or ``None`` and why not.  kube-state-metrics
+    names a metric and its target type but not its source type: ``cpu`` and ``memory`` are taken as
+    ``Resource`` metrics (``utilization`` -> ``averageUtilization``, ``average`` -> ``averageValue``
+    in cores or bytes), any other name could be a ``Pods``, ``Object`` or ``External`` metric, so an
+    HPA with one gets no ``metrics`` rather than a wrong list
+    (https://github.com/kubernetes/kube-state-metrics/blob/main/docs/metrics/workload/horizontalpodautoscaler-metrics.md)."""
     out: list[dict[str, Any]] = []
     for name, kind, value in sorted(found):
         if name not in ("cpu", "memory"):
@@ -459,17 +452,14 @@ def build_events(
     return events
 
 
-#: A pod of a workload as :func:`_samples` reads it: its name, the steps it is in the workload,
-#: the steps it is ready (``None``: readiness unknown, so ready) and, per container, its name and
-#: the ``get`` of its cpu, memory and oom points.
+#: A pod as :func:`_samples` reads it: its name, its steps in the workload, its ready steps (``None``:
+#: readiness unknown, so ready) and, per container, its name and its cpu, memory and oom points' ``get``.
 _Member = tuple[str, Any, "set[int] | frozenset[int] | None", list[tuple[str, Any, Any, Any]]]
-#: The ``get`` of a container without such points.
-_NO_POINTS = {}.get
+_NO_POINTS = {}.get  # the ``get`` of a container without such points
 
 
 def _roster(pods: _Pods, ns: str, listed: list[tuple[str, Any]]) -> list[_Member]:
-    """``listed`` (a workload's pods and their steps) with what :func:`_samples` needs of each, looked
-    up once a window rather than once a step."""
+    """``listed`` (a workload's pods and their steps) with what :func:`_samples` needs, once a window."""
     nowhere: frozenset[int] = frozenset()
     out: list[_Member] = []
     for pod, steps in listed:
@@ -505,7 +495,7 @@ def _workload_body(
                 p,
                 _at(pods.requests, (ns, p), t),
                 _at(pods.limits, (ns, p), t),
-                _at_ready(pods.ready, (ns, p), t) if pods.has_ready else True,
+                t in pods.ready_at.get((ns, p), ()) if pods.has_ready else True,
                 _at(pods.phases, (ns, p), t),
                 _at(pods.started, (ns, p), t),
             )
@@ -583,17 +573,14 @@ def _vpa_events(out: _Out, vpa_at: Mapping[_WorkloadKey, dict[str, dict[str, dic
 
 def _samples(present: list[_Member], t: int) -> list[dict[str, Any]]:
     """The samples of one workload's ``metric`` event at step ``t``: every container of its pods
-    (``present``, :func:`_roster`) with a cpu or memory point there.
-
-    A day of a thousand pods is 1.4 million samples: the common one (cpu and memory, ready, no OOM
-    kill) is one dict literal, and every lookup that does not depend on the step was made once a
+    (``present``) with a cpu or memory point there.  A day of a thousand pods is 1.4 million samples:
+    the common one is one dict literal, and what does not depend on the step was looked up once a
     window (:func:`_roster`)."""
     samples: list[dict[str, Any]] = []
     for pod, _, ready, ctrs in present:
         unready = ready is not None and t not in ready
         for ctr, cpu_at, memory_at, oom_at in ctrs:
-            cv = cpu_at(t)
-            mv = memory_at(t)
+            cv, mv = cpu_at(t), memory_at(t)
             if mv is not None:
                 memory = int(mv) if mv.is_integer() else mv  # _num, inline
                 if cv is not None:
