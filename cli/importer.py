@@ -4,9 +4,10 @@
                   [--out FILE] [--publish] [--queries FILE] [--bearer-token-file F]
                   [--basic-auth-file F] [--ca-file F]
 
-Everything is read before anything is written: an unreachable server, an HTTP error, bad
-credentials or a query error print one line naming the URL and the query and exit 1, and
-``--out`` is written to a temporary file renamed into place only when complete.
+An unreachable server, an HTTP error, bad credentials or a query error print one line naming the
+URL and the query and exit 1; ``--out`` is written to a temporary file renamed into place only when
+complete, standard output only once everything was read.  ``--publish`` sends envelopes as the
+windows are read (a month is never in memory), and says how many went before an error.
 """
 
 from __future__ import annotations
