@@ -1,7 +1,7 @@
 """``tandem audit``: read the audit stream, filter it, print it; ``tandem audit explain``: tell a story.
 
     tandem audit [FILE|-] [--broker B] [--topic-prefix P | --topic T] [--cluster C] [--namespace N]
-                 [--workload NAME|KEY] [--type decision|blocked|applied|apply_failed]...
+                 [--workload NAME|KEY] [--type decision|blocked|applied|apply_failed|late|learned]...
                  [--since TIME] [--until TIME] [--format json|text]
     tandem audit explain KEY [FILE|-] [--broker B] [--topic T] [--since TIME] [--until TIME]
 
@@ -13,7 +13,8 @@ nothing committed).  A line that is not a CloudEvent is reported on stderr and s
 TIME is Unix seconds, an RFC 3339 / ISO 8601 time (``2025-11-04T07:00:00Z``; UTC when no offset is
 given; a bare date is its midnight), or a duration (``90s``, ``30m``, ``2h``, ``7d``) meaning that
 long before now.  An event's time is its ``data.tick`` (decisions and blocked reports) or its
-``time`` (applier results); ``--since`` is inclusive, ``--until`` exclusive.
+``time`` (applier results, late inputs, learned history); ``--since`` is inclusive, ``--until``
+exclusive.
 
 Exit codes: 0 success (also when nothing matched), 1 the broker cannot be read or explain found no
 event of the workload, 2 a usage error or a missing file.
@@ -40,6 +41,7 @@ from schemas.words import (
     fmt_time,
     held_back,
     human_quantity,
+    learned_sentence,
     outcome_sentences,
     policy_phrase,
     sentence,
@@ -328,6 +330,8 @@ def text_line(e: AuditEvent) -> str:
         )
     if e.type == "late":
         return f"{head}  {late_sentence(d)}"
+    if e.type == "learned":
+        return f"{head}  {learned_sentence(d)}"
     return f"{head}  {e.event.get('type')}"
 
 
@@ -372,6 +376,7 @@ def explain(key: str, events: Sequence[AuditEvent]) -> Iterator[str]:
             results.setdefault(str(e.data.get("decision", "")), []).append(e)
     ticks = sorted((e for e in mine if e.type in ("decision", "blocked")), key=lambda e: (e.ts, e.seq))
     late = sorted((e for e in mine if e.type == "late"), key=lambda e: (e.ts, e.seq))
+    learned = sorted((e for e in mine if e.type == "learned"), key=lambda e: (e.ts, e.seq))
     n_dec = sum(e.type == "decision" for e in ticks)
     summary = f"{key}: {_count(ticks, 'tick')} with news, {_count(range(n_dec), 'decision')}"
     summary += f" and {_count(range(len(ticks) - n_dec), 'tick')} where every wanted change was held back."
@@ -379,11 +384,20 @@ def explain(key: str, events: Sequence[AuditEvent]) -> Iterator[str]:
         summary += " This stream holds no applier results, so it does not say whether the decisions were applied."
     if late:
         summary += f" {_count(late, 'input')} came late (after its tick was decided): not replay's order."
+    if learned:
+        samples = sum(n for e in learned if isinstance(n := e.data.get("samples"), int))
+        summary += (
+            f" {_count(learned, 'history envelope')} learned ({samples:,} samples into the VPA histograms),"
+            " none of whose past ticks was decided."
+        )
     yield summary
     seen: set[str] = set()
-    for e in sorted([*ticks, *late], key=lambda e: (e.ts, e.seq)):
+    for e in sorted([*ticks, *late, *learned], key=lambda e: (e.ts, e.seq)):
         if e.type == "late":
             yield f"{fmt_time(e.ts)}. {late_sentence(e.data)}"
+            continue
+        if e.type == "learned":
+            yield f"{fmt_time(e.ts)}. {learned_sentence(e.data)}"
             continue
         d = e.data
         lines = [f"{fmt_time(e.ts)} (tick {e.ts:.0f}). {policy_phrase(d)}"]

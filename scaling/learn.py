@@ -17,6 +17,10 @@ taught the state had they come live:
   (:attr:`PolicyKind.learn_replicas`, Tortoise's weekday-by-hour slots), whether the policy came
   before the history or after it.
 
+Each envelope is said in the audit stream: :func:`learn` returns what it taught (samples, replica
+slots, what it skipped as known and why), which the loop writes as a ``dev.tandem.learned.v1``
+CloudEvent at the envelope's ``ts`` (``scaling.reconcile``).
+
 Determinism: the envelope is an ordinary event at its ``ts`` for both drivers (the worker's
 merge and replay's stable sort place it alike), and all it changes is a function of the state and
 of what it carries.
@@ -45,8 +49,13 @@ SLOTS = 4 * 7 * 24 * 4
 _TAUGHT = "learned"
 
 
-def learn(state: WorkloadState, event: HistoryEvent, settings: Settings) -> None:
-    """Learn the past ``event`` carries; change nothing a tick reads as the present."""
+def learn(state: WorkloadState, event: HistoryEvent, settings: Settings) -> dict[str, Any]:
+    """Learn the past ``event`` carries; change nothing a tick reads as the present.
+
+    Returns what it taught, the ``data`` of its ``dev.tandem.learned.v1`` audit event
+    (docs/contract.md §4): an operator who published a month of history sees that a worker took
+    each envelope, how much of it, and what it skipped as known already, and why (nothing silent).
+    """
     learned = state.learned
     if not learned:
         # The first envelope: what the VPA holds now came live (none was learned before it).
@@ -56,50 +65,71 @@ def learn(state: WorkloadState, event: HistoryEvent, settings: Settings) -> None
     live_from = learned.get("live_from")
     replicas = learned.get("replicas")
     through = learned.get("through")
+    samples = skipped_live = skipped_taught = 0
+    slots: set[int] = set()  # the replica slots whose peak this envelope set or raised
     for ev in event.events:
         if through is not None and ev.ts <= through:
-            continue  # taught by an earlier envelope (the same history published again)
+            # taught by an earlier envelope (the same history published again)
+            if isinstance(ev, MetricEvent):
+                skipped_taught += len(ev.samples)
+            continue
         if isinstance(ev, MetricEvent):
-            own.learn(state, ev, settings, live_from)
+            if live_from is not None and ev.ts >= live_from:
+                skipped_live += len(ev.samples)  # known live: the VPA has it already
+            else:
+                samples += own.learn(state, ev, settings, live_from)
             continue
         if replicas is None:
             replicas = learned["replicas"] = {"at": ev.ts, "replicas": ev.replicas, "from": _slot(ev.ts), "peaks": []}
-        _step(replicas, ev.ts, ev.replicas)
+        _step(replicas, ev.ts, ev.replicas, slots)
     if replicas is not None:
-        _step(replicas, event.until, None)
+        _step(replicas, event.until, None, slots)
     if event.events and (through is None or event.events[-1].ts > through):
         learned["through"] = event.events[-1].ts
-    learned["n"] = int(learned.get("n", 0)) + 1
+    n = learned["n"] = int(learned.get("n", 0)) + 1
+    oldest = int(replicas["from"]) if replicas is not None else 0
+    return {
+        "workload": event.workload.as_dict(),
+        "from": event.events[0].ts if event.events else None,
+        "until": event.until,
+        "samples": samples,
+        "replica_slots": sum(1 for slot in slots if slot >= oldest),  # a slot the ring kept
+        "skipped": {"live": skipped_live, "taught": skipped_taught},
+        "live_from": live_from,
+        "taught_through": through,
+        "envelopes": n,
+    }
 
 
 def _slot(ts: float) -> int:
     return math.floor(ts / SLOT)
 
 
-def _step(replicas: dict[str, Any], ts: float, now: int | None) -> None:
+def _step(replicas: dict[str, Any], ts: float, now: int | None, changed: set[int]) -> None:
     """The replicas held since ``replicas["at"]`` fill their slots up to ``ts``; from ``ts`` on,
     ``now`` holds (``None``: the end of an envelope's time, whose own slot is filled too).  An
     event older than what is filled already (an envelope of older history after a newer one)
-    only raises its own slot."""
+    only raises its own slot.  The slots whose peak this sets or raises go to ``changed``."""
     at = float(replicas["at"])
     if ts < at:
         if now is not None:
-            _peak(replicas, _slot(ts), now)
+            _peak(replicas, _slot(ts), now, changed)
         return
     held = int(replicas["replicas"])
     start = _slot(at)
     # the slots [at, ts) overlaps, or [at, ts] at the end
     end = max(_slot(ts) if now is None else math.ceil(ts / SLOT) - 1, start)
     for slot in range(max(start, end - SLOTS + 1), end + 1):
-        _peak(replicas, slot, held)
+        _peak(replicas, slot, held, changed)
     replicas["at"] = ts
     if now is not None:
-        _peak(replicas, _slot(ts), now)
+        _peak(replicas, _slot(ts), now, changed)
         replicas["replicas"] = now
 
 
-def _peak(replicas: dict[str, Any], slot: int, value: int) -> None:
-    """Raise ``slot``'s peak to ``value``, in the ring of the last :data:`SLOTS` slots."""
+def _peak(replicas: dict[str, Any], slot: int, value: int, changed: set[int]) -> None:
+    """Raise ``slot``'s peak to ``value``, in the ring of the last :data:`SLOTS` slots (``slot``
+    to ``changed`` if it rose)."""
     first: int = replicas["from"]
     peaks: list[int] = replicas["peaks"]
     if slot < first:
@@ -113,6 +143,7 @@ def _peak(replicas: dict[str, Any], slot: int, value: int) -> None:
         peaks.extend([-1] * (i + 1 - len(peaks)))
     if value > peaks[i]:
         peaks[i] = value
+        changed.add(slot)
     excess = len(peaks) - SLOTS
     if excess > 0:
         del peaks[:excess]

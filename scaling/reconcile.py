@@ -30,11 +30,13 @@ from .policies import Policy, parse_policy
 from .quantity import format_quantity
 from .settings import Settings
 from .state import WorkloadState
+from .vocabulary import LEARNED
 
 __all__ = ["AMBIGUOUS_MODE", "AMBIGUOUS_POLICY", "Emitted", "ambiguity_reason", "flush", "ingest", "tick_of"]
 
 #: What the loop hands the driver: (topic kind, event).  Kinds: "audit" (decision/blocked
-#: CloudEvents; decisions that are not dry runs also go to the actuator), "hpa", "vpa"
+#: CloudEvents, decisions that are not dry runs also go to the actuator; and what a history
+#: envelope taught, ``dev.tandem.learned.v1``), "hpa", "vpa"
 #: (tandem's own recommendations, with ``"source": "tandem"``).
 Emitted = tuple[str, dict[str, Any]]
 
@@ -45,7 +47,8 @@ def tick_of(ts: float, period: float) -> float:
 
 
 def ingest(state: WorkloadState, event: Event, raw: Mapping[str, Any], settings: Settings) -> list[Emitted]:
-    """Apply ``event`` (decoded from ``raw``) to ``state``; return what the tick before it produced.
+    """Apply ``event`` (decoded from ``raw``) to ``state``; return what the tick before it produced,
+    and for a ``history`` envelope then its ``dev.tandem.learned.v1`` event (``scaling.learn``).
 
     Raises :class:`InvalidEvent` (without touching the state) for a policy that cannot run.
     """
@@ -63,7 +66,11 @@ def ingest(state: WorkloadState, event: Event, raw: Mapping[str, Any], settings:
         state.pending_tick = pending = None
     else:
         out = []
-    _apply(state, event, raw, policy_obj, settings)
+    learned = _apply(state, event, raw, policy_obj, settings)
+    if learned is not None:
+        # What a history envelope taught, at its ts (after the tick it closed): said, not silent.
+        ref = event.workload
+        out.append(("audit", cloudevent(LEARNED, ref.cluster, ref.key, ts, learned)))
     period = settings.sync_period
     tick = float(math.ceil(ts / period) * period)  # tick_of, inline: once per event
     last_tick = state.last_tick
@@ -85,7 +92,9 @@ def flush(state: WorkloadState, settings: Settings) -> list[Emitted]:
 
 def _apply(
     state: WorkloadState, event: Event, raw: Mapping[str, Any], policy_obj: Policy | None, settings: Settings
-) -> None:
+) -> dict[str, Any] | None:
+    """Apply ``event`` to ``state``; ``None``, or for a history envelope what it taught (the data
+    of its audit event)."""
     if isinstance(event, MetricEvent):
         own.observe(state, event, settings)
         for s in event.series:
@@ -94,7 +103,7 @@ def _apply(
             if c.oom:
                 prev = state.oom.get(c.container)
                 state.oom[c.container] = event.ts if prev is None else max(prev, event.ts)
-        return
+        return None
     if isinstance(event, PolicyEvent):
         if event.manifest is None or policy_obj is None:
             state.forget_policy(event.identity)
@@ -105,15 +114,15 @@ def _apply(
         kinds = {_kind(ev.get("policy")) for ev in (state.raw.get("policy") or {}).values()}
         for gone in [k for k in state.memory if k not in kinds]:
             del state.memory[gone]
-        return
+        return None
     if isinstance(event, HistoryEvent):
         # The past, learned at the present: no tick of it is reconciled, nothing a tick reads as
         # the present changes (scaling.learn).
-        learn.learn(state, event, settings)
-        return
+        return learn.learn(state, event, settings)
     if event.type in ("hpa", "vpa") and event.source == "tandem":
-        return  # tandem's own recommendations are recomputed, never read back (section 6)
+        return None  # tandem's own recommendations are recomputed, never read back (section 6)
     state.remember(raw, event)
+    return None
 
 
 def _kind(manifest: Any) -> Any:

@@ -18,6 +18,7 @@ __all__ = [
     "EVENT_TYPES",
     "HISTORY",
     "LATE",
+    "LEARNED",
     "TIE_ORDER",
     "TOPIC_OF",
     "WATERMARK",
@@ -47,6 +48,10 @@ BLOCKED: Final = "dev.tandem.blocked.v1"
 #: CloudEvent ``type`` of a late-input report: an input the worker ingested after the tick it
 #: belongs to had been decided (docs/worker.md, "Order across topics").  Replay never writes one.
 LATE: Final = "dev.tandem.late.v1"
+#: CloudEvent ``type`` of what one ``history`` envelope taught a workload (docs/contract.md §4):
+#: written by the core at the envelope's ``ts``, so that a worker and ``tandem replay`` say alike
+#: that the past was taken, how much of it and what was skipped as known already.
+LEARNED: Final = "dev.tandem.learned.v1"
 #: CloudEvent ``type`` of an applier's result (docs/edge.md).
 APPLIED: Final = "dev.tandem.applied.v1"
 APPLY_FAILED: Final = "dev.tandem.apply_failed.v1"
@@ -58,6 +63,7 @@ CLOUDEVENT_TYPES: Final = {
     "applied": APPLIED,
     "apply_failed": APPLY_FAILED,
     "late": LATE,
+    "learned": LEARNED,
 }
 
 #: The ``type`` of a producer's watermark record (docs/contract.md section 3a): not an event of a

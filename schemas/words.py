@@ -1,7 +1,7 @@
 """The plain words of the audit vocabulary: what ``tandem audit explain`` says about a decision.
 
-Pure text functions over the ``data`` of decision and blocked CloudEvents (docs/contract.md §4),
-shared by the audit command (:mod:`analysis.audit`) and the edge, which writes the same sentences
+Pure text functions over the ``data`` of decision, blocked and learned CloudEvents (docs/contract.md
+§4), shared by the audit command (:mod:`analysis.audit`) and the edge, which writes the same sentences
 as Kubernetes Events on the scaled workload (docs/edge.md): one wording, wherever people read it.
 """
 
@@ -24,6 +24,8 @@ __all__ = [
     "held_back",
     "held_back_counts",
     "human_quantity",
+    "learned_sentence",
+    "learned_summary",
     "outcome_sentences",
     "policy_phrase",
     "sentence",
@@ -201,3 +203,73 @@ def outcome_sentences(type_: str, data: Mapping[str, Any]) -> list[str]:
     if blocked:
         out.append(f"Held back: {held_back(blocked)}.")
     return out
+
+
+def learned_sentence(data: Mapping[str, Any]) -> str:
+    """What a ``dev.tandem.learned.v1`` event says (one history envelope, docs/contract.md §4):
+    ``Learned 2 days of history up to 2026-01-05 00:00:00 UTC (history envelope 1 of the
+    workload): 1,152 samples into the VPA histograms, 0 skipped, 193 replica slots.``"""
+    until = data.get("until")
+    first = data.get("from")
+    upto = f"up to {fmt_time(until)}" if _number(until) else "up to ?"
+    which = f"(history envelope {data.get('envelopes', '?')} of the workload)"
+    if not _number(first) or not _number(until):
+        return f"Learned nothing from an empty history envelope {upto} {which}: it carried no event."
+    span = f"{_span(float(until) - float(first))} of history {upto} {which}"
+    samples, slots = _int(data.get("samples")), _int(data.get("replica_slots"))
+    skipped = data.get("skipped") if isinstance(data.get("skipped"), Mapping) else {}
+    live, taught = _int(skipped.get("live")), _int(skipped.get("taught"))
+    why = []
+    if live:
+        at = data.get("live_from")
+        when = f" at {fmt_time(at)}" if _number(at) else ""
+        why.append(f"{live:,} at or after the first live sample{when}")
+    if taught:
+        at = data.get("taught_through")
+        when = f" through {fmt_time(at)}" if _number(at) else ""
+        why.append(f"{taught:,} taught by earlier envelopes{when}")
+    because = f" ({sentence(why)})" if why else ""
+    if not samples and not slots:
+        known = f"its {live + taught:,} samples were known already{because}" if live + taught else "it held no sample"
+        return f"Learned nothing new from {span}: {known}, and it raised no replica slot."
+    return (
+        f"Learned {span}: {samples:,} samples into the VPA histograms, {live + taught:,} skipped{because}, "
+        f"{slots:,} replica slot" + ("" if slots == 1 else "s") + "."
+    )
+
+
+def learned_summary(datas: Sequence[Mapping[str, Any]]) -> str:
+    """What several ``dev.tandem.learned.v1`` events of one workload say together (the HTML
+    report's line): one envelope in :func:`learned_sentence`'s words, more as their sums."""
+    if len(datas) == 1:
+        return learned_sentence(datas[0])
+    firsts = [float(d["from"]) for d in datas if _number(d.get("from"))]
+    untils = [float(d["until"]) for d in datas if _number(d.get("until"))]
+    samples = sum(_int(d.get("samples")) for d in datas)
+    slots = sum(_int(d.get("replica_slots")) for d in datas)
+    skipped = sum(
+        _int(sk.get("live")) + _int(sk.get("taught")) for d in datas if isinstance(sk := d.get("skipped"), Mapping)
+    )
+    span = f"{_span(max(untils) - min(firsts))} of history up to {fmt_time(max(untils))}" if firsts else "no history"
+    return (
+        f"Learned {len(datas)} history envelopes, {span}: {samples:,} samples into the VPA histograms, "
+        f"{skipped:,} skipped as known already, {slots:,} replica slot" + ("" if slots == 1 else "s") + "."
+    )
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _span(seconds: float) -> str:
+    """``2 days``, ``8 hours``, ``45 minutes``: the length of a history, to a tenth of its unit."""
+    for unit, size in (("day", 86400.0), ("hour", 3600.0), ("minute", 60.0)):
+        if seconds >= size:
+            n = round(seconds / size, 1)
+            return f"{n:g} {unit}" + ("" if n == 1 else "s")
+    n = round(max(seconds, 0.0), 1)
+    return f"{n:g} second" + ("" if n == 1 else "s")

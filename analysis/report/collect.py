@@ -163,8 +163,8 @@ def _add_audit(data: ReportData, audit_raw: Sequence[dict[str, Any]], audit_path
         seq += 1
     for path in audit_paths:
         for ae in read_file(path, err):
-            if ae.type in ("decision", "blocked") and str(ae.event.get("id")) in seen:
-                continue  # the replay made the same decision (same id)
+            if ae.type in ("decision", "blocked", "learned") and str(ae.event.get("id")) in seen:
+                continue  # the replay made the same decision, or learned the same envelope (same id)
             seen.add(str(ae.event.get("id")))
             data.audit.append(AuditEvent(ae.raw, ae.event, ae.ts, seq))
             seq += 1

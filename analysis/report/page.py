@@ -37,7 +37,7 @@ from analysis.report.charts import (
 )
 from analysis.report.collect import ReportData, ResourceData, WorkloadData
 from analysis.report.scales import WantedRange, main_reason, wanted_ranges
-from schemas.words import held_back_counts
+from schemas.words import held_back_counts, learned_summary
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:#0f172a;
@@ -119,6 +119,9 @@ def _section(w: WorkloadData, axis: Axis, from_stream: bool) -> str:
         f"{html.escape(str(pol.get('name', '')))} · mode {html.escape(str(pol.get('mode', '-')))}</span></div>"
     )
     out.append(f'<div class="counts">{html.escape(counts)}</div>')
+    learned = [e.data for e in w.events if e.type == "learned"]
+    if learned:  # history envelopes (docs/import.md, "warm start"): what they taught, not silent
+        out.append(f'<div class="counts">{html.escape(learned_summary(learned))}</div>')
     step = axis.bucket()
     legend: list[tuple[str, str]] = [
         (f'<i class="tri" style="border-bottom-color:{DECISION_COLOR}"></i>', "decision (at the new value)")

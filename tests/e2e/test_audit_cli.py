@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from scaling.cloudevents import APPLIED, APPLY_FAILED, BLOCKED, DECISION, cloudevent
-from scaling.vocabulary import LATE
+from scaling.vocabulary import LATE, LEARNED
 
 T0 = 1_762_250_400.0  # 2025-11-04T10:00:00Z
 WEB = {"cluster": "c1", "namespace": "shop", "kind": "Deployment", "name": "web"}
@@ -238,6 +238,56 @@ def test_explain_and_text_tell_a_late_input_with_the_tick_it_missed(tmp_path: Pa
     text = tandem("audit", "--format", "text", "--type", "late", str(path))
     assert text.returncode == 0, text.stderr
     assert text.stdout.count("\n") == 1 and sentence in text.stdout
+
+
+def test_replay_says_what_each_history_envelope_taught_and_explain_and_text_tell_it(tmp_path: Path) -> None:
+    """Issue 31, nothing silent: ``tandem replay`` writes one ``dev.tandem.learned.v1`` per envelope
+    (the second copy of the same history teaches nothing, and says so); ``tandem audit --type
+    learned`` and ``tandem audit explain`` read them as sentences."""
+    past: list[dict[str, Any]] = [
+        {"type": "workload", "ts": T0 - 2 * 86400, "workload": WEB, "replicas": 3,
+         "containers": {"app": {"requests": {"cpu": "500m"}}}},
+    ]  # fmt: skip
+    past += [
+        {"type": "metric", "ts": T0 - 2 * 86400 + 60.0 * m, "workload": WEB,
+         "samples": [{"pod": p, "container": "app", "cpu": 0.2, "memory": 100 << 20} for p in ("web-a", "web-b")]}
+        for m in range(2 * 1440)
+    ]  # fmt: skip
+    envelope = {"type": "history", "ts": T0, "workload": WEB, "until": T0, "events": past}
+    stream = tmp_path / "stream.jsonl"
+    stream.write_bytes(lines([envelope, envelope]))
+    audit = tmp_path / "audit.jsonl"
+    out = tandem("replay", str(stream), "--out", str(audit))
+    assert out.returncode == 0, out.stderr
+    said = [orjson.loads(x) for x in audit.read_bytes().splitlines()]
+    assert [(e["type"], e["time"], e["data"]["envelopes"]) for e in said] == [
+        (LEARNED, "2025-11-04T10:00:00Z", 1),
+        (LEARNED, "2025-11-04T10:00:00Z", 2),
+    ]
+    first = (
+        "Learned 2 days of history up to 2025-11-04 10:00:00 UTC (history envelope 1 of the workload): "
+        "5,760 samples into the VPA histograms, 0 skipped, 193 replica slots."
+    )
+    again = (
+        "Learned nothing new from 2 days of history up to 2025-11-04 10:00:00 UTC (history envelope 2 of the "
+        "workload): its 5,760 samples were known already (5,760 taught by earlier envelopes through "
+        "2025-11-04 09:59:00 UTC), and it raised no replica slot."
+    )
+    text = tandem("audit", "--format", "text", "--type", "learned", str(audit))
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.splitlines() == [
+        f"2025-11-04 10:00:00Z  learned       c1/shop/Deployment/web  {first}",
+        f"2025-11-04 10:00:00Z  learned       c1/shop/Deployment/web  {again}",
+    ]
+    story = tandem("audit", "explain", "web", str(audit))
+    assert story.returncode == 0, story.stderr
+    assert story.stdout.split("\n\n") == [
+        "c1/shop/Deployment/web: 0 ticks with news, 0 decisions and 0 ticks where every wanted change was held "
+        "back. This stream holds no applier results, so it does not say whether the decisions were applied. "
+        "2 history envelopes learned (5,760 samples into the VPA histograms), none of whose past ticks was decided.",
+        f"2025-11-04 10:00:00 UTC. {first}",
+        f"2025-11-04 10:00:00 UTC. {again}\n",
+    ]
 
 
 def test_explain_of_an_unknown_workload_exits_1_and_lists_the_workloads(audit_file: Path) -> None:

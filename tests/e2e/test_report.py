@@ -250,6 +250,39 @@ def test_report_shows_applier_results_from_an_audit_file_beside_the_replay(tmp_p
     ).read_text(encoding="utf-8")
 
 
+def test_report_says_what_the_history_envelopes_taught_once_beside_the_same_audit_file(tmp_path: Path) -> None:
+    """Issue 31: a workload's learned history is one line under its counts, the replay's events and
+    the same events in an audit file counted once (same ids)."""
+    sample = {"pod": "p1", "container": "deployment", "cpu": 0.25, "memory": 150_000_000}
+    past = [workload(T0 - 3600, 2), *(ev("metric", T0 - 3600 + 60.0 * m, samples=[sample]) for m in range(60))]
+    envelopes = [
+        ev("history", T0 + 10, until=past[30]["ts"], events=past[:31]),
+        ev("history", T0 + 10, until=T0, events=past[31:]),
+    ]
+    stream = tmp_path / "s.jsonl"
+    events = [workload(T0 + 1, 2), hpa(T0 + 6, 3, True), vpa(T0 + 7, "500m", "3G"), *envelopes, workload(T0 + 20, 3)]
+    stream.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
+    policy = tmp_path / "p.json"
+    policy.write_bytes(orjson.dumps(fixture_a(40)))
+    replayed = tandem("replay", str(stream), "--policy", str(policy), "--out", str(tmp_path / "audit.jsonl"))
+    assert replayed.returncode == 0, replayed.stderr
+    learned = [e for e in map(orjson.loads, (tmp_path / "audit.jsonl").read_bytes().splitlines())
+               if e["type"] == "dev.tandem.learned.v1"]  # fmt: skip
+    assert [(e["data"]["samples"], e["data"]["replica_slots"]) for e in learned] == [(30, 2), (30, 3)]
+    result = tandem(
+        "report", str(stream), str(tmp_path / "audit.jsonl"), "--policy", str(policy), "--out", str(tmp_path / "r"),
+        "--png", "none",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    page = (tmp_path / "r" / "index.html").read_text(encoding="utf-8")
+    line = (
+        "Learned 2 history envelopes, 1 hour of history up to 2025-11-04 10:00:00 UTC: 60 samples into the VPA "
+        "histograms, 0 skipped as known already, 5 replica slots."
+    )
+    assert page.count(line) == 1
+    assert "1 decision(s), 1 blocked report(s)" in page
+
+
 def test_report_of_a_missing_file_exits_2(tmp_path: Path) -> None:
     result = tandem("report", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "r"))
     assert result.returncode == 2

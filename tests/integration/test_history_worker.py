@@ -9,6 +9,8 @@ from typing import Any
 
 import orjson
 
+from scaling.cloudevents import rfc3339
+from scaling.vocabulary import LEARNED
 from streams.history import envelopes
 from tests.fixtures.kafka import wait_for
 from tests.integration.test_worker_kafka import (
@@ -94,8 +96,19 @@ def test_envelopes_interleaved_with_live_events_give_the_worker_replays_bytes(
     expected = replay(tmp_path, path, policies)
     expected_audit = audit_of(expected)
     own = [e for e in expected if e not in expected_audit]
-    assert len(expected_audit) > 3 and len(own) > 10
-    assert min(e["data"]["tick"] for e in expected_audit) >= LIVE  # no tick of the past
+    learned = [e for e in expected_audit if e["type"] == LEARNED]
+    ticked = [e for e in expected_audit if e["type"] != LEARNED]
+    assert len(ticked) > 3 and len(own) > 10
+    assert min(e["data"]["tick"] for e in ticked) >= LIVE  # no tick of the past
+    # Each envelope said once, at its ts, every sample it carried learned or skipped as known.
+    histories = [e for e in events if e["type"] == "history"]
+    assert [(e["subject"].rsplit("/", 1)[1], e["time"], e["data"]["until"]) for e in learned] == [
+        (h["workload"]["name"], rfc3339(h["ts"]), h["until"]) for h in histories
+    ]
+    carried = [sum(len(x.get("samples", ())) for x in h["events"]) for h in histories]
+    assert [e["data"]["samples"] + e["data"]["skipped"]["taught"] for e in learned] == carried
+    web = [e["data"] for e in learned if e["subject"].endswith("/web")]
+    assert [d["envelopes"] for d in web] == [1, 2, 3] and sum(d["samples"] for d in web) == 2 * 576
 
     prefix = _prefix()
     env = env_for(kafka_broker, prefix)

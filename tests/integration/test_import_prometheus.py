@@ -29,6 +29,7 @@ from edge.kube import DEPLOYMENTS
 from scaling.cloudevents import APPLIED, APPLY_FAILED
 from scaling.engine import Engine
 from scaling.settings import Settings
+from scaling.vocabulary import LEARNED
 from streams.history import envelopes
 from tests import prometheus_fleet as fleet
 from tests.fixtures.kafka import wait_for
@@ -485,7 +486,21 @@ def test_history_published_after_live_events_warms_the_own_vpa_and_no_past_tick_
     audit = read_events(kafka_broker, prefix + "audit")
     assert_audit_is_replay(audit, [e for e in expected if "specversion" in e])
     decisions = read_events(kafka_broker, prefix + "actuator")
-    assert audit and all(d["data"]["tick"] >= first_live for d in [*decisions, *audit])  # nothing of the past
+    ticked = [e for e in audit if e["type"] != LEARNED]
+    assert ticked and all(d["data"]["tick"] >= first_live for d in [*decisions, *ticked])  # nothing of the past
+    # Each envelope said once: the first import's learned, the second's known already (issue 31).
+    learned = sorted(
+        (d["workload"]["name"], d["envelopes"], d["samples"], d["replica_slots"], d["skipped"])
+        for d in (e["data"] for e in audit if e["type"] == LEARNED)
+    )
+    assert learned == [
+        ("batch", 1, 31, 3, {"live": 0, "taught": 0}),
+        ("batch", 2, 0, 0, {"live": 0, "taught": 31}),
+        ("db", 1, 62, 3, {"live": 0, "taught": 0}),
+        ("db", 2, 0, 0, {"live": 0, "taught": 62}),
+        ("web", 1, 156, 3, {"live": 0, "taught": 0}),
+        ("web", 2, 0, 0, {"live": 0, "taught": 156}),
+    ]
 
 
 def _own_vpa(events: list[dict[str, Any]], tick: float) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from scaling.policies.tortoise.history import ReplicaHistory
 from scaling.reconcile import Emitted
 from scaling.settings import Settings
 from scaling.state import WorkloadState
+from scaling.vocabulary import LEARNED
 from streams.history import envelopes
 from tests.replaying import WL, ev
 
@@ -112,7 +113,13 @@ def own_vpa(emitted: list[Emitted], tick: float) -> dict[str, Any]:
 
 
 def ticks(emitted: list[Emitted]) -> list[float]:
-    return [e["data"]["tick"] if kind == "audit" else e["ts"] for kind, e in emitted]
+    """The ticks of the decisions, blocked reports and own recommendations (a learned event has none)."""
+    return [e["data"]["tick"] if kind == "audit" else e["ts"] for kind, e in emitted if e.get("type") != LEARNED]
+
+
+def learned(emitted: list[Emitted]) -> list[dict[str, Any]]:
+    """The data of the ``dev.tandem.learned.v1`` events among ``emitted``."""
+    return [e["data"] for kind, e in emitted if kind == "audit" and e["type"] == LEARNED]
 
 
 # --- the envelope ----------------------------------------------------------------------------
@@ -175,17 +182,46 @@ def test_an_envelope_learns_without_reconciling_a_past_tick_or_touching_the_pres
     counts = {c: s.total_samples_count for c, s in state.vpa_live.items()}  # type: ignore[union-attr]
     past = history(2)
     (env,) = envelope(past, LIVE + 540)
-    assert engine.process(env) == []  # no tick of the two days is decided, nor the pending one
+    # No tick of the two days is decided, nor the pending one: the one output says what it taught.
+    ((kind, said),) = engine.process(env)
+    cpu = sum(len(e["samples"]) for e in past if e["type"] == "metric")
+    data = {
+        "workload": dict(WL),
+        "from": LIVE - 2 * DAY,
+        "until": LIVE,
+        "samples": cpu,
+        "replica_slots": 2 * 96 + 1,  # two days of quarter hours, and the slot of ``until``
+        "skipped": {"live": 0, "taught": 0},
+        "live_from": LIVE,
+        "taught_through": None,
+        "envelopes": 1,
+    }
+    assert (cpu, kind, said["type"], said["time"], said["subject"], said["data"]) == (
+        1152, "audit", LEARNED, "2026-01-05T00:09:00Z", KEY, data
+    )  # fmt: skip
     assert (state.pending_tick, state.last_tick) == (pending, last_tick)
     after = state.to_dict()
     for part in ("raw", "series", "oom", "overlay", "memory", "last_blocked", "pending_tick", "last_tick"):
         assert after[part] == before[part], part
     assert after["recommender"]["usage"] == before["recommender"]["usage"]  # the own HPA's present
-    cpu = sum(len(e["samples"]) for e in past if e["type"] == "metric")
     assert {c: s.total_samples_count for c, s in state.vpa_live.items()} == {  # type: ignore[union-attr]
         c: n + cpu for c, n in counts.items()
     }
     assert after["learned"]["n"] == 1 and after["learned"]["live_from"] == LIVE
+    # The same envelope again teaches nothing, and says so: every sample known from the first.
+    ((_, again),) = engine.process(env)
+    assert again["data"] == {
+        **data,
+        "samples": 0,
+        "replica_slots": 0,
+        "skipped": {"live": 0, "taught": cpu},
+        "taught_through": past[-1]["ts"],
+        "envelopes": 2,
+    }
+    assert again["id"] != said["id"] and again["time"] == said["time"]
+    assert {c: s.total_samples_count for c, s in state.vpa_live.items()} == {  # type: ignore[union-attr]
+        c: n + cpu for c, n in counts.items()
+    }
     rest = [x for e in [usage(LIVE + 600.0 + 60 * m) for m in range(5)] for x in engine.process(e)] + engine.flush()
     assert min(ticks(emitted + rest)) >= LIVE  # nothing of the past, before or after it
 
@@ -247,12 +283,15 @@ def test_past_samples_the_live_stream_already_gave_are_not_learned_twice() -> No
     engine, _ = run(now, hvpa())
     counts = {c: s.total_samples_count for c, s in engine.states[KEY].vpa_live.items()}  # type: ignore[union-attr]
     overlap = [e for e in now if e["type"] == "metric" and e["ts"] < LIVE + 600]  # imported up to "now"
-    for x in envelope(history(1) + overlap, LIVE + 1200, LIVE + 600):
-        engine.process(x)
+    said = learned([x for e in envelope(history(1) + overlap, LIVE + 1200, LIVE + 600) for x in engine.process(e)])
     past = sum(len(e["samples"]) for e in history(1) if e["type"] == "metric")
     assert {c: s.total_samples_count for c, s in engine.states[KEY].vpa_live.items()} == {  # type: ignore[union-attr]
         c: n + past for c, n in counts.items()
     }
+    # and the audit says which were skipped, and why: at or after the first live sample
+    assert [(d["samples"], d["skipped"], d["live_from"], d["envelopes"]) for d in said] == [
+        (past, {"live": 2 * 10, "taught": 0}, LIVE, 1)
+    ]
 
 
 # --- Tortoise's replica slots --------------------------------------------------------------------
@@ -372,8 +411,20 @@ def test_the_example_envelope_matches_its_schema_and_decodes_and_the_schema_refu
 
 
 def test_the_same_history_published_twice_is_learned_once() -> None:
+    """The second copy changes no decision nor recommendation; its learned events say it taught
+    nothing, every sample known from the first copy."""
     past, now = history(2), live(LIVE, 10)
     once = envelopes(past, LIVE + 300, LIVE, max_bytes=32 * 1024)
     first = run_bytes(sorted([*now, *once], key=lambda e: e["ts"]), hvpa())
     twice = run_bytes(sorted([*now, *once, *once], key=lambda e: e["ts"]), hvpa())
-    assert twice == first
+    lines = [orjson.loads(x) for x in twice.split(b"\n")]
+    assert b"\n".join(orjson.dumps(x) for x in lines if x.get("type") != LEARNED) == b"\n".join(
+        x for x in first.split(b"\n") if b'"dev.tandem.learned.v1"' not in x
+    )
+    said = [x["data"] for x in lines if x.get("type") == LEARNED]
+    n = len(once)
+    assert n == 5 and [d["envelopes"] for d in said] == list(range(1, 2 * n + 1))
+    samples = [len(e["samples"]) for x in once for e in x["events"] if e["type"] == "metric"]
+    assert sum(d["samples"] for d in said[:n]) == sum(samples) == 1152
+    assert [(d["samples"], d["replica_slots"], d["skipped"]["live"]) for d in said[n:]] == [(0, 0, 0)] * n
+    assert [d["skipped"]["taught"] for d in said[n:]] == [d["samples"] for d in said[:n]]

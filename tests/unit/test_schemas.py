@@ -33,7 +33,7 @@ from scaling.events import (
 )
 from scaling.policies import parse_policy, policy_target
 from scaling.quantity import format_cpu, format_memory, format_quantity, parse_duration, parse_quantity
-from scaling.vocabulary import CLOUDEVENT_TYPES, LATE, TIE_ORDER
+from scaling.vocabulary import CLOUDEVENT_TYPES, LATE, LEARNED, TIE_ORDER
 from schemas.codec import decode
 
 EXAMPLES = Path(schemas.__file__).parent / "examples"
@@ -132,7 +132,7 @@ def test_event_schema_lists_exactly_the_decoders_event_types() -> None:
 def test_decision_schema_lists_exactly_the_vocabularys_cloudevent_types() -> None:
     schema = schemas.load_schema("decision")
     assert tuple(schema["properties"]["type"]["enum"]) == tuple(CLOUDEVENT_TYPES.values())
-    assert tuple(CLOUDEVENT_TYPES.values()) == (DECISION, BLOCKED, APPLIED, APPLY_FAILED, LATE)
+    assert tuple(CLOUDEVENT_TYPES.values()) == (DECISION, BLOCKED, APPLIED, APPLY_FAILED, LATE, LEARNED)
 
 
 def test_the_merges_tie_order_ranks_every_event_type_once() -> None:
@@ -177,12 +177,13 @@ def test_examples_cover_every_event_shape_named_by_the_contract() -> None:
         "decision-blocked",
         "decision-applied",
         "decision-apply-failed",
+        "decision-learned-history",
     ):
         assert required in names
     for type_ in INPUT_TYPES:
         assert len([p for p in INPUT_EXAMPLES if _schema_type(p) == type_]) >= 2, type_
     types = {_load(p)["type"] for p in DECISION_EXAMPLES}
-    assert types == {DECISION, BLOCKED, APPLIED, APPLY_FAILED}
+    assert types == {DECISION, BLOCKED, APPLIED, APPLY_FAILED, LEARNED}
     assert len(INVALID_EXAMPLES) >= 20
 
 
@@ -301,7 +302,7 @@ def test_decision_example_matches_the_decision_schema(path: Path) -> None:
 @pytest.mark.parametrize("path", DECISION_EXAMPLES, ids=_ids(DECISION_EXAMPLES))
 def test_decision_example_has_the_deterministic_id_of_its_data(path: Path) -> None:
     event = _load(path)
-    if event["type"] in (DECISION, BLOCKED):
+    if event["type"] in (DECISION, BLOCKED, LEARNED):
         assert event["id"] == event_id(event["type"], event["data"])
     assert event["subject"] == "/".join(event["data"]["workload"][k] for k in ("cluster", "namespace", "kind", "name"))
     assert event["source"] == f"/tandem/{event['data']['workload']['cluster']}"
@@ -373,6 +374,15 @@ def _mutations() -> Iterator[tuple[str, dict[str, Any]]]:
     e = _decision_example("decision-applied")
     del e["data"]["decision"]
     yield "applier result without the decision id", e
+    e = _decision_example("decision-learned-history")
+    del e["data"]["skipped"]["taught"]
+    yield "learned history without the samples skipped as taught", e
+    e = _decision_example("decision-learned-history")
+    e["data"]["samples"] = -1
+    yield "learned history with a negative sample count", e
+    e = _decision_example("decision-learned-history")
+    e["data"]["envelopes"] = 0
+    yield "learned history as the workload's 0th envelope", e
 
 
 MUTATIONS = list(_mutations())
@@ -411,9 +421,16 @@ def test_decisions_made_by_the_core_match_the_decision_schema() -> None:
         _ev("vpa", T0 + 30, containers={"app": {"target": {"cpu": "500m", "memory": "3G"}}}),
         # After the scale-up, a bigger recommendation inside the 3m stabilization window is blocked.
         _ev("vpa", T0 + 60, containers={"app": {"target": {"cpu": "2", "memory": "6G"}}}),
+        # History learned at the present: said in the audit as what it taught.
+        _ev(
+            "history",
+            T0 + 60,
+            until=T0 - 60,
+            events=[_ev("metric", T0 - 120, pod="web-1", container="app", cpu=0.4, memory=300_000_000)],
+        ),
     ]
     audit = [e for kind, e in Engine().run(events) if kind == "audit"]
-    assert {DECISION, BLOCKED} <= {e["type"] for e in audit}
+    assert {DECISION, BLOCKED, LEARNED} <= {e["type"] for e in audit}
     validator = schemas.validator("decision")
     for event in audit:
         validator.validate(orjson.loads(orjson.dumps(event)))  # as written to the audit topic
