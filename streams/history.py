@@ -59,6 +59,18 @@ class Envelopes:
             return None
         workload, chunk, size = opened
         if size + n > self.max_bytes:
+            # Cut where the time moves on: a worker learns an envelope's events up to its last
+            # ``ts`` and skips those no later than that in the next one (``scaling.learn``), so the
+            # events of one ``ts`` must share an envelope.  Those at this event's ``ts`` move on
+            # with it, unless they are all the envelope holds (then it goes as it is).
+            cut = len(chunk)
+            while cut and chunk[cut - 1]["ts"] == raw["ts"]:
+                cut -= 1
+            if cut:
+                moved = chunk[cut:]
+                carried = sum(len(encode(e)) + 1 for e in moved)
+                self._open[key] = (workload, [*moved, raw], self._base[key] + carried + n)
+                return _envelope(None, workload, chunk[cut - 1]["ts"], chunk[:cut])
             self._open[key] = (workload, [raw], self._base[key] + n)
             return _envelope(None, workload, chunk[-1]["ts"], chunk)
         chunk.append(raw)

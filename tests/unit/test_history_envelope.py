@@ -164,8 +164,23 @@ def test_envelopes_are_cut_per_workload_under_the_size_limit_and_cover_the_histo
     web = [e for e in out if e["workload"]["name"] == "web"]
     assert [x for e in web for x in e["events"]] == past  # the hpa event is not carried
     assert [e["until"] for e in web] == [*(e["events"][-1]["ts"] for e in web[:-1]), LIVE]
-    assert all(e["events"][0]["ts"] >= prev["until"] for prev, e in itertools.pairwise(web))
+    assert all(e["events"][0]["ts"] > prev["until"] for prev, e in itertools.pairwise(web))  # one ts, one envelope
     assert {e["ts"] for e in out} == {LIVE}
+
+
+def test_events_of_one_ts_share_an_envelope_so_none_is_skipped_as_already_taught() -> None:
+    """A spec and a sample at the same hour straddled a cut: the next envelope's sample was then
+    skipped as no later than what the first taught."""
+    past = history(1, step=600.0)
+    samples = sum(len(e["samples"]) for e in past if e["type"] == "metric")
+    for kib in range(4, 12):  # cuts at many places: by size alone, some fall inside an hour's pair
+        out = envelopes(past, LIVE, LIVE, max_bytes=kib * 1024)
+        for prev, nxt in itertools.pairwise(out):
+            assert nxt["events"][0]["ts"] > prev["events"][-1]["ts"], kib
+        _, emitted = run([*out, *live(LIVE, 2)], hvpa())
+        said = learned(emitted)
+        assert len(said) == len(out)
+        assert (sum(d["skipped"]["taught"] for d in said), sum(d["samples"] for d in said)) == (0, samples), kib
 
 
 # --- learn, never reconcile --------------------------------------------------------------------
