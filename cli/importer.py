@@ -335,7 +335,10 @@ Line = tuple[float, int, Any, Event]
 
 class _Sink:
     """JSON Lines into a temporary file next to ``path`` (gzip for ``.gz``), renamed into place by
-    :meth:`commit`: a failed import leaves no file, and an earlier one in place."""
+    :meth:`commit`: a failed import leaves no file, and an earlier one in place.
+
+    gzip at level 1: two days of bench/bench_import.py's fleet (247 MB of JSON) took 0.9 s of CPU
+    to 24.3 MB, against 2.8 s to 18.5 MB at level 6, in the process that also builds the events."""
 
     def __init__(self, path: str) -> None:
         self.path = Path(path)
@@ -343,7 +346,7 @@ class _Sink:
         self.tmp = Path(tmp)
         self.raw = os.fdopen(fd, "wb")
         self.stream: IO[bytes] = (
-            cast(IO[bytes], gzip.GzipFile(fileobj=self.raw, mode="wb", compresslevel=6, mtime=0))
+            cast(IO[bytes], gzip.GzipFile(fileobj=self.raw, mode="wb", compresslevel=1, mtime=0))
             if path.endswith(".gz")
             else self.raw
         )

@@ -13,6 +13,7 @@ import shlex
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -218,6 +219,33 @@ def test_range_queries_split_under_the_point_limit_give_the_same_stream(
     assert _import(prometheus, "--window", "10", out=windowed) == 0
     assert " in 100 request(s);" in capsys.readouterr().err
     assert windowed.read_bytes() == whole.read_bytes()
+
+
+def test_a_reader_process_gives_the_reader_threads_bytes_and_its_errors(
+    prometheus: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``tandem import`` alone in its process reads the next window in a forked process
+    (streams.prometheus._reader); within a process that runs other threads, in a thread.  Both
+    give the same bytes (three windows of 15 steps), and the process's query error is the same
+    one line, nothing written."""
+    threaded, forked = tmp_path / "threaded.jsonl.gz", tmp_path / "forked.jsonl.gz"
+    monkeypatch.setattr("threading.active_count", lambda: 2)  # as if another thread ran: the thread
+    assert _import(prometheus, "--window", "15", out=threaded) == 0
+    argv = [sys.executable, "-m", "cli", "import", "prometheus", prometheus, "--start", START, "--end", END]
+    argv += ["--cluster", "c1", "--attempts", "1", "--window", "15"]
+    done = subprocess.run([*argv, "--out", str(forked)], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert " in 60 request(s);" in done.stderr  # counted by the reader process, per window
+    assert gzip.decompress(forked.read_bytes()) == gzip.decompress(threaded.read_bytes())
+    queries = tmp_path / "queries.yaml"
+    queries.write_text("queries:\n  memory: 'sum(rate(container_memory_working_set_bytes[1m]'\n")
+    bad = tmp_path / "bad.jsonl"
+    done = subprocess.run([*argv, "--queries", str(queries), "--out", str(bad)], cwd=ROOT, capture_output=True,
+                          text=True, check=False)  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"tandem import prometheus: {prometheus}: query 'sum(rate(container_memory")
+    assert done.stderr.count("\n") == 1
+    assert not bad.exists()
 
 
 def test_namespace_keeps_only_that_namespace(
