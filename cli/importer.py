@@ -30,6 +30,7 @@ from typing import IO, Any, NamedTuple, cast
 import orjson
 
 from cli.options import add_input_signing_options, add_kafka_options, env, kafka_settings
+from cli.running import kafka_failed
 from ops.errors import describe
 from scaling.errors import InvalidEvent
 from scaling.events import Event, decode_event
@@ -415,18 +416,12 @@ class _Publisher:
         )
 
     def run(self, windows: Iterator[list[dict[str, Any]]]) -> int:
-        from streams.topics import TopicMismatch
-
         try:
             asyncio.run(self._go(windows))
         except (PrometheusError, OSError):
             raise  # the reading's: the caller says it
-        except TopicMismatch as exc:
-            print(f"{_PROG}: {exc}", file=sys.stderr)
-            return 2
         except Exception as exc:
-            print(f"{_PROG}: {self.settings.bootstrap}: {describe(exc)}", file=sys.stderr)
-            return 1
+            return kafka_failed(_PROG, self.settings.bootstrap, exc)
         return 0
 
     async def _go(self, windows: Iterator[list[dict[str, Any]]]) -> None:

@@ -18,7 +18,7 @@ from cli.options import (
     env,
     kafka_settings,
 )
-from ops.errors import describe
+from cli.running import kafka_failed
 from scaling.engine import policy_event
 from scaling.errors import InvalidEvent
 from scaling.vocabulary import EVENT_TYPES
@@ -26,7 +26,7 @@ from streams.inputs import UsageError, load_command_inputs
 from streams.publish import WATERMARK_EVERY, Messages, messages, publish, warn_retention
 from streams.runner import ReplayStats, StrictError, read_sorted
 from streams.settings import KafkaSettings
-from streams.topics import TopicMismatch, ensure_topics, list_topics
+from streams.topics import ensure_topics, list_topics
 
 NAME = "publish"
 HELP = "write a recorded stream into the input topics"
@@ -100,12 +100,8 @@ def run(args: argparse.Namespace) -> int:
     every = args.watermark_every
     try:
         sent = asyncio.run(_publish(settings, plan, core.sync_period if every > 0 else None, max(every, 1)))
-    except TopicMismatch as exc:
-        print(f"tandem publish: {exc}", file=sys.stderr)
-        return 2
     except Exception as exc:
-        print(f"tandem publish: {settings.bootstrap}: {describe(exc)}", file=sys.stderr)
-        return 1
+        return kafka_failed("tandem publish", settings.bootstrap, exc)
     _summary(settings, plan, stats, sent, time.monotonic() - started)
     return 0
 

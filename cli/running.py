@@ -70,6 +70,19 @@ def serve_metrics(name: str, args: argparse.Namespace) -> tuple[Any, Any] | None
         return None
 
 
+def kafka_failed(prog: str, bootstrap: str, exc: BaseException) -> int:
+    """One line on stderr for a Kafka command that failed, and its exit status: 2 when the topics
+    exist with other settings than the contract's (``TopicMismatch``: a usage error the operator
+    fixes), 1 for anything else, named against the broker (tandem publish, import --publish)."""
+    from streams.topics import TopicMismatch
+
+    if isinstance(exc, TopicMismatch):
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    print(f"{prog}: {bootstrap}: {describe(exc)}", file=sys.stderr)
+    return 1
+
+
 def run_until_signal(
     name: str, args: argparse.Namespace, main: Callable[[threading.Event, Any], Awaitable[None]]
 ) -> int:

@@ -177,6 +177,14 @@ def _decoded(
     """``(line number, raw, event)`` of every line of ``path`` that decodes; the others reported
     as ``FILE:LINE: why`` and counted (or :class:`StrictError` when ``strict``), the one reader of
     both paths (:func:`read_events`, :func:`stream_events`), so both say the same of every line."""
+
+    def refuse(lineno: int, why: Exception) -> None:
+        stats.rejected += 1
+        msg = f"{path}:{lineno}: {why}"
+        if strict:
+            raise StrictError(msg) from None
+        report(msg)
+
     stats.files += 1
     try:
         for lineno, line in iter_lines(path):
@@ -189,20 +197,12 @@ def _decoded(
                     except InvalidEvent as bad:
                         raise bad.within("policy") from None
             except InvalidEvent as exc:
-                stats.rejected += 1
-                msg = f"{path}:{lineno}: {exc}"
-                if strict:
-                    raise StrictError(msg) from None
-                report(msg)
+                refuse(lineno, exc)
                 continue
             yield lineno, raw, event
     except BrokenStream as exc:
         # A truncated or corrupt file: the lines before stand, the break is one bad line.
-        stats.rejected += 1
-        msg = f"{path}:{exc.lineno}: {exc}"
-        if strict:
-            raise StrictError(msg) from None
-        report(msg)
+        refuse(exc.lineno, exc)
 
 
 def no_policy_warning(engine: Engine) -> str | None:
