@@ -29,7 +29,6 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
 from streams.prometheus_api import (
     DEFAULT_LABELS,
@@ -44,7 +43,7 @@ from streams.prometheus_api import (
     load_queries,
     range_parts,
 )
-from streams.prometheus_events import BuildState, build_events
+from streams.prometheus_events import BuildState, Built, build_events
 
 __all__ = [
     "DEFAULT_LABELS",
@@ -52,6 +51,7 @@ __all__ = [
     "MAX_POINTS",
     "Auth",
     "BuildState",
+    "Built",
     "Client",
     "Fetched",
     "ImportStats",
@@ -94,7 +94,7 @@ def import_history(
     parallel: int = 4,
     window_points: int = WINDOW_POINTS,
     progress: Callable[[int, int], None] | None = None,
-) -> Iterator[list[dict[str, Any]]]:
+) -> Iterator[Built]:
     """The events of ``[start, end]``, window by window (``window_points`` steps, at most
     ``max_points``), in event-time order; ``stats`` is filled as it goes, its warnings at the end."""
     ns = list(namespaces)

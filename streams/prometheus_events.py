@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from scaling.quantity import format_quantity
 from streams.prometheus_api import Fetched, QuerySet, Series
+from streams.prometheus_samples import Container, Member, in_contract, roster, samples, usage
 
-__all__ = ["BuildState", "build_events"]
+__all__ = ["BuildState", "Built", "build_events"]
 
 
 def _num(value: float) -> int | float:
@@ -119,8 +120,6 @@ class BuildState:
     fingerprints: dict[tuple[str, str, str], Any] = field(default_factory=dict)
 
 
-#: A pod's container: its name and its cpu, memory and oom points.
-_Container = tuple[str, dict[int, float] | None, dict[int, float] | None, dict[int, float] | None]
 #: (namespace, kind, name)
 _WorkloadKey = tuple[str, str, str]
 
@@ -130,7 +129,7 @@ class _Pods:
     """What one window's series say of its pods and workloads (:func:`_read_pods`)."""
 
     #: pod -> its containers in order, with their cpu, memory and oom points
-    containers_of: dict[_PodKey, list[_Container]]
+    containers_of: dict[_PodKey, list[Container]]
     requests: dict[_PodKey, _Timeline]
     limits: dict[_PodKey, _Timeline]
     ready: dict[_PodKey, dict[int, float]]
@@ -170,21 +169,6 @@ def _owners(s: Mapping[str, list[Series]], lb: Mapping[str, str], state: BuildSt
         owner[(ns, pod)] = (kind, name)
         alive[(ns, pod)].update(points)
     return alive
-
-
-def _usage(s: Mapping[str, list[Series]], lb: Mapping[str, str]) -> dict[_PodKey, list[_Container]]:
-    """Per pod, its containers in order with their cpu, memory and oom points."""
-    ns_l, pod_l, ctr_l = lb["namespace"], lb["pod"], lb["container"]
-    # Series are read where they lie, a dict of points per series, and never transposed into
-    # step -> pod -> container tables: a month of a thousand pods is 40 million pod-steps.
-    usage: dict[_PodKey, dict[str, list[dict[int, float] | None]]] = {}  # pod -> container -> [cpu, mem, oom]
-    for slot, name in enumerate(("cpu", "memory", "oom")):
-        for labels, points in s.get(name, []):
-            by_ctr = usage.setdefault((labels.get(ns_l, ""), labels.get(pod_l, "")), {})
-            entry = by_ctr.setdefault(labels.get(ctr_l, ""), [None, None, None])
-            known = entry[slot]
-            entry[slot] = points if known is None else {**known, **points}
-    return {pk: [(ctr, e[0], e[1], e[2]) for ctr, e in sorted(by_ctr.items())] for pk, by_ctr in usage.items()}
 
 
 def _resources(s: Mapping[str, list[Series]], lb: Mapping[str, str], name: str) -> dict[_PodKey, _Timeline]:
@@ -257,7 +241,7 @@ def _replicas(s: Mapping[str, list[Series]], lb: Mapping[str, str]) -> dict[_Wor
 
 def _members(
     alive: Mapping[_PodKey, set[int]],
-    containers_of: Mapping[_PodKey, list[_Container]],
+    containers_of: Mapping[_PodKey, list[Container]],
     owner: Mapping[_PodKey, tuple[str, str]],
 ) -> dict[_WorkloadKey, list[tuple[str, set[int] | Any]]]:
     """Each workload's pods and the steps each is in it: where it has an owner series or a usage sample."""
@@ -306,7 +290,7 @@ def _read_pods(
 ) -> _Pods:
     """Everything the workload and metric events of one window are built from."""
     alive = _owners(s, lb, state)
-    containers_of = _usage(s, lb)
+    containers_of = usage(s, lb)
     ready, phases, started = _pod_status(s, lb)
     has_ready = bool(s.get("ready"))
     pods = _Pods(
@@ -403,6 +387,15 @@ class _Out:
         return True
 
 
+class Built(NamedTuple):
+    """A window's contract events (:func:`build_events`)."""
+
+    events: list[dict[str, Any]]
+    #: every ``metric`` event is known to pass the contract's checks
+    #: (:func:`streams.prometheus_samples.in_contract`); the others are not said to
+    metrics_checked: bool
+
+
 def build_events(
     fetched: Fetched,
     queries: QuerySet,
@@ -411,7 +404,7 @@ def build_events(
     end_ms: int,
     step_ms: int,
     state: BuildState | None = None,
-) -> list[dict[str, Any]]:
+) -> Built:
     """The contract events of ``fetched`` (the series of the steps ``start..end``), in event-time
     order (at one ``ts``: workloads, hpa, vpa, then metrics, each by workload key).  ``state``
     carries what an earlier window of the same import knew (:class:`BuildState`)."""
@@ -425,11 +418,12 @@ def build_events(
     events = out.events
     members, replicas, dirty = pods.members, pods.replicas, pods.dirty
     workload_keys = sorted(members.keys() | replicas.keys())
-    rosters = {wk: _roster(pods, wk[0], listed) for wk, listed in members.items()}
+    ready_at = pods.ready_at if pods.has_ready else None
+    rosters = {wk: roster(pods.containers_of, ready_at, wk[0], listed) for wk, listed in members.items()}
     empty: tuple[Any, ...] = ()
     for t in range(start_ms, end_ms + 1, step_ms):
         ts = t / 1000
-        here: list[tuple[tuple[str, str, str], list[_Member]]] = []  # workloads with pods at t, sorted
+        here: list[tuple[tuple[str, str, str], list[Member]]] = []  # workloads with pods at t, sorted
         for wk in workload_keys:
             present = [m for m in rosters.get(wk, empty) if t in m[1]]
             counted = replicas.get(wk)
@@ -446,35 +440,10 @@ def build_events(
         _hpa_events(out, hpa_at.get(t, {}), hpa_metrics_at.get(t, {}), state, ts)
         _vpa_events(out, vpa_at.get(t, {}), ts)
         for wk, present in here:
-            samples = _samples(present, t)
-            if samples:
-                events.append({"type": "metric", "ts": ts, "workload": out.ref(*wk), "samples": samples})
-    return events
-
-
-#: A pod as :func:`_samples` reads it: its name, its steps in the workload, its ready steps (``None``:
-#: readiness unknown, so ready) and, per container, its name and its cpu, memory and oom points' ``get``.
-_Member = tuple[str, Any, "set[int] | frozenset[int] | None", list[tuple[str, Any, Any, Any]]]
-_NO_POINTS = {}.get  # the ``get`` of a container without such points
-
-
-def _roster(pods: _Pods, ns: str, listed: list[tuple[str, Any]]) -> list[_Member]:
-    """``listed`` (a workload's pods and their steps) with what :func:`_samples` needs, once a window."""
-    nowhere: frozenset[int] = frozenset()
-    out: list[_Member] = []
-    for pod, steps in listed:
-        ready = pods.ready_at.get((ns, pod), nowhere) if pods.has_ready else None
-        ctrs = [
-            (
-                ctr,
-                cp.get if cp is not None else _NO_POINTS,
-                mp.get if mp is not None else _NO_POINTS,
-                op.get if op is not None else None,
-            )
-            for ctr, cp, mp, op in pods.containers_of.get((ns, pod), ())
-        ]
-        out.append((pod, steps, ready, ctrs))
-    return out
+            batch = samples(present, t)
+            if batch:
+                events.append({"type": "metric", "ts": ts, "workload": out.ref(*wk), "samples": batch})
+    return Built(events, in_contract(pods.containers_of, members, cluster, start_ms, end_ms))
 
 
 def _workload_body(
@@ -569,31 +538,3 @@ def _vpa_events(out: _Out, vpa_at: Mapping[_WorkloadKey, dict[str, dict[str, dic
             out.events.append(
                 {"type": "vpa", "ts": ts, "workload": out.ref(*key), "containers": recs, "source": "cluster"}
             )
-
-
-def _samples(present: list[_Member], t: int) -> list[dict[str, Any]]:
-    """The samples of one workload's ``metric`` event at step ``t``: every container of its pods
-    (``present``) with a cpu or memory point there.  A day of a thousand pods is 1.4 million samples:
-    the common one is one dict literal, and what does not depend on the step was looked up once a
-    window (:func:`_roster`)."""
-    samples: list[dict[str, Any]] = []
-    for pod, _, ready, ctrs in present:
-        unready = ready is not None and t not in ready
-        for ctr, cpu_at, memory_at, oom_at in ctrs:
-            cv, mv = cpu_at(t), memory_at(t)
-            if mv is not None:
-                memory = int(mv) if mv.is_integer() else mv  # _num, inline
-                if cv is not None:
-                    sample: dict[str, Any] = {"pod": pod, "container": ctr, "cpu": cv, "memory": memory}
-                else:
-                    sample = {"pod": pod, "container": ctr, "memory": memory}
-            elif cv is not None:
-                sample = {"pod": pod, "container": ctr, "cpu": cv}
-            else:
-                continue
-            if unready:
-                sample["ready"] = False
-            if oom_at is not None and oom_at(t, 0) > 0:
-                sample["oom"] = True
-            samples.append(sample)
-    return samples

@@ -298,7 +298,7 @@ def test_an_unreachable_server_is_one_line_and_exit_1(tmp_path: Path, capsys: py
     out = tmp_path / "history.jsonl"
     assert _import(url, "--attempts", "2", out=out) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"tandem import prometheus: {url}: query 'max by (namespace, pod, container) (rate(")
+    assert err.startswith(f"tandem import prometheus: {url}: query 'rate(container_cpu_usage_seconds_total{{")
     assert err.endswith("after 2 attempt(s)\n") and "unreachable (" in err
     assert err.count("\n") == 1
     assert not out.exists() and list(tmp_path.iterdir()) == []
@@ -345,7 +345,7 @@ def test_bad_credentials_are_one_line_naming_the_url_and_query(
         == 1
     )
     err = capsys.readouterr().err
-    assert err.startswith(f"tandem import prometheus: {url}: query 'max by (namespace, pod, container) (rate(")
+    assert err.startswith(f"tandem import prometheus: {url}: query 'rate(container_cpu_usage_seconds_total{{")
     assert err.endswith("': HTTP 401 Unauthorized (check --bearer-token-file / --basic-auth-file)\n")
     assert handler.seen == ["Bearer s3cret"]  # a 4xx is not retried
     assert not (tmp_path / "h.jsonl").exists()

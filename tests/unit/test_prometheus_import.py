@@ -52,7 +52,7 @@ def test_the_queries_file_overrides_by_name_and_refuses_an_unknown_one() -> None
     assert qs.queries["cpu"] == DEFAULT_QUERIES["cpu"]
     assert qs.labels["hpa"] == "hpa"
     assert qs.expand("memory", ["shop", "a.b"], 60) == "wss{ns=~'shop|a\\\\.b'}"
-    assert QuerySet().expand("cpu", [], 60).endswith('namespace=~".*"}[60s]))')
+    assert QuerySet().expand("cpu", [], 60).endswith('namespace=~".*"}[60s])')
     with pytest.raises(ValueError, match=r"^q.yaml: field 'labels.podd': unknown name \(did you mean pod\?\)$"):
         load_queries({"labels": {"podd": "x"}}, "q.yaml")
     with pytest.raises(ValueError, match=r"^q.yaml: field 'query': unknown field \(did you mean queries\?\)$"):
