@@ -208,3 +208,40 @@ def test_the_streamed_path_decodes_at_most_one_line_per_file_ahead_of_the_engine
 
     assert held("streamed") == len(files) - 1  # the other files' next line, waiting in the merge
     assert held("sorted list") == 1200 - 1
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"type":"metric","ts":1767225600.0,"workload":{}}',
+        b'{"type":"metric","ts":5,"samples":[]}',
+        b'{"type":"metric","ts":-0.5}',
+        b'{"type":"metric","ts":1e3,"workload":{}}',  # an exponent: parsed
+        b'{"type":"history","ts":9.0,"events":[{"type":"metric","ts":3.0}]}',  # a nested ts: parsed
+        b'{"type":"metric","ts":7.0,"ts":2.0}',  # two: parsed (orjson keeps the last)
+        b'{"ts":4.0,"type":"metric"}',  # another key order: parsed
+        b'{"type":"metric","ts":"8.0"}',  # not a number
+        b'{"type":"metric","ts":0.25,"note":"\\"ts\\":1.0"}',  # "ts": inside a string is escaped
+        b'{"type":"metric","ts":01.0}',  # not JSON
+    ],
+)
+def test_the_pre_scan_reads_a_lines_ts_from_its_prefix_as_the_parser_would(line: bytes) -> None:
+    try:
+        obj = orjson.loads(line)
+        ts = obj.get("ts")
+        parsed = float(ts) if type(ts) in (int, float) else None
+    except orjson.JSONDecodeError:
+        parsed = None
+    assert streams.runner._top_ts(line) == parsed
+
+
+def test_the_pre_scan_counts_a_broken_line_after_a_good_prefix_and_the_replay_still_refuses_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "a.jsonl"
+    broken = b'{"type":"metric","ts":' + str(T0 + 30).encode() + b".0,broken\n"
+    path.write_bytes(lines(workload(T0, 2)) + broken + lines(workload(T0 + 60, 3)))
+    assert scan_order([str(path)]) == 3
+    _, err, stats = replayed([path])
+    assert err.startswith(f"{path}:2: not valid JSON (") and err.count("not valid JSON") == 1
+    assert (stats.read, stats.rejected) == (3, 1)
