@@ -392,7 +392,7 @@ class Built(NamedTuple):
 
     events: list[dict[str, Any]]
     #: every ``metric`` event is known to pass the contract's checks
-    #: (:func:`streams.prometheus_samples.in_contract`); the others are not said to
+    #: (:func:`streams.prometheus_samples.in_contract`); the other events are the caller's to check
     metrics_checked: bool
 
 
@@ -443,7 +443,7 @@ def build_events(
             batch = samples(present, t)
             if batch:
                 events.append({"type": "metric", "ts": ts, "workload": out.ref(*wk), "samples": batch})
-    return Built(events, in_contract(pods.containers_of, members, cluster, start_ms, end_ms))
+    return Built(events, in_contract(pods.containers_of, members.keys(), cluster, start_ms, end_ms))
 
 
 def _workload_body(
