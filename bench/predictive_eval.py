@@ -6,8 +6,8 @@ Writes the traces and the policy files into ``--out`` (default ``/tmp/tandem-pre
 docs/evaluation.md: per trace and policy, the CPU cost and shortfall of the reactive policy, with
 ``spec.predictive: {}`` and with the Holt-Winters baseline (analysis/holt_winters.py).
 
-Traces: the real ones of analysis/traces.py (converted by ``bench/traces.py``: online-retail and
-bikeshare, 14 days each) and three generated here, 14 days of one minute each, through the same
+Traces: the real ones of analysis/traces.py (``bench/traces.py``: online-retail,
+bikeshare and bank-calls, 14 days each) and three generated here, 14 days of one minute each, through the same
 mapping from a rate to CPU and memory (``analysis.traces.demand_lines``):
 
 * ``daily``: a steep business-hours step every day (a base of 2 units/min, 20 from 09:00 in one
@@ -156,7 +156,7 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=Path("/tmp/tandem-predictive"))
     p.add_argument("--delay", type=float, default=30.0, help="pod start-up seconds (tandem simulate --delay)")
     p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--traces", default="daily,weekly,patternless,online-retail,bikeshare")
+    p.add_argument("--traces", default="daily,weekly,patternless,online-retail,bikeshare,bank-calls")
     p.add_argument("--policies", default=",".join(POLICIES), help="of horizontal, hvpa, tortoise, custom-hpa")
     p.add_argument("--variants", default=",".join(v.lstrip("-") or "reactive" for v in VARIANTS))
     p.add_argument("--gates", action="store_true", help="only print, per trace, why the forecaster acts or not")
@@ -176,7 +176,7 @@ def main() -> int:
             elif name == "patternless":
                 generate(path, patternless(3), 3)
             else:
-                start = {"online-retail": "2010-11-01", "bikeshare": "2018-06-04"}[name]
+                start = {"online-retail": "2010-11-01", "bikeshare": "2018-06-04", "bank-calls": "2003-03-03"}[name]
                 cmd = [sys.executable, "bench/traces.py", "convert", name, str(path), "--days", str(DAYS)]
                 subprocess.run([*cmd, "--start", start], check=True, cwd=ROOT)
         streams[name] = path

@@ -81,3 +81,43 @@ def test_a_converted_slice_runs_through_simulate_against_the_upstream_hpa(tmp_pa
     row = next(r for r in rows if r["workload"].endswith("web-000"))
     assert (row["policy"], row["evictions"], row["pod_restarts"], row["oom_kills"]) == ("hpa", 0, 0, 0)
     assert row["replica_changes"] > 0  # the evening peak (248 rentals an hour) needs more than 2 pods
+
+
+def bank_rows(tmp_path: Path) -> Path:
+    """Rows in bank_calls.csv's own format (``DateTime,Calls``, one per 5 minutes from 07:00): made
+    up here, because the real file's licence (GPL-3, via fpp3) keeps it out of this tree."""
+    path = tmp_path / "bank_calls.csv"
+    path.write_text(
+        "DateTime,Calls\n"
+        "2003-03-03T07:00:00Z,111\n"
+        "2003-03-03T07:05:00Z,113\n"
+        "2003-03-03T07:10:00Z,76\n"
+        "2003-03-04T07:00:00Z,95\n"
+    )
+    return path
+
+
+def test_bank_calls_spreads_each_5_minute_count_over_its_5_minutes_and_is_0_while_closed(tmp_path: Path) -> None:
+    rates = dict(read_rates("bank-calls", bank_rows(tmp_path)))
+    day = (2003, 3, 3)
+    assert min(rates) == at(0, 0, day=day)  # from the first day's midnight: the night before opening
+    assert rates[at(6, 59, day=day)] == 0.0
+    assert rates[at(7, 0, day=day)] == pytest.approx(111 / 5)
+    assert rates[at(7, 4, day=day)] == pytest.approx(111 / 5)
+    assert rates[at(7, 5, day=day)] == pytest.approx(113 / 5)
+    assert rates[at(7, 14, day=day)] == pytest.approx(76 / 5)
+    assert rates[at(7, 15, day=day)] == 0.0  # no row: closed
+    assert rates[at(7, 0, day=(2003, 3, 4))] == pytest.approx(95 / 5)
+    assert max(rates) == at(23, 59, day=(2003, 3, 4))  # to the last day's end
+    assert len(rates) == 2 * 1440
+
+
+def test_bank_calls_maps_its_reference_rate_of_75_calls_a_minute_to_200_requests_a_second(tmp_path: Path) -> None:
+    stream = tmp_path / "bank.jsonl"
+    assert convert("bank-calls", bank_rows(tmp_path), stream, days=1) == 1 + 1440
+    lines = [orjson.loads(x) for x in stream.read_bytes().splitlines()]
+    opening = next(x for x in lines if x.get("ts") == at(7, 1, day=(2003, 3, 3)))  # 07:00's minute, at its end
+    # 111 calls in 5 minutes: 22.2 a minute, x 200 / 75 = 59.2 req/s; 0.1 + 0.015 x 59.2 = 0.988 cores.
+    assert opening["samples"][1]["value"] == 59.2
+    assert opening["samples"][0]["cpu"] == 0.988
+    assert lines[1]["samples"][0]["cpu"] == 0.1  # midnight: closed, the workload at rest
