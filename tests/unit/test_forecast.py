@@ -80,6 +80,22 @@ def test_a_level_shift_moves_the_forecast_within_hours_not_weeks() -> None:
     assert (round(f.load, 5), f.error, p.level) == (5.99552, 2.1, 1_498_880)
 
 
+def test_a_service_closed_at_night_is_forecast_at_full_level_at_the_next_opening() -> None:
+    """Open 07:00 to 21:10 on Monday, to 21:00 on Tuesday: Tuesday's 21:00 slot, empty where the
+    profile expects 2, pulls the level to 0.70.  Through the closed night (nothing where the profile
+    expects nothing) it relaxes to 1, so Wednesday's 07:00 is forecast at 3, not at 2.1."""
+
+    def load(t: float) -> float:
+        close = 21 + 10 / 60 if t < MONDAY + DAY else 21.0
+        return 3.0 if 7 <= (t % DAY) / 3600 < close else 0.0
+
+    p = LoadProfile()
+    feed(p, MONDAY, 2 + 6 / 24 + 59 / 1440, load)  # to Wednesday 06:59
+    f = p.forecast(MONDAY + 2 * DAY + 7 * 3600 + 15)
+    assert f is not None
+    assert (round(f.load, 6), f.basis, f.periods, p.level) == (2.999958, "daily", 2, 999_986)
+
+
 def test_noise_averages_out_and_shows_as_a_small_error() -> None:
     rng = random.Random(7)
     p = LoadProfile()
