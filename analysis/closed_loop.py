@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from analysis.holt_winters import HoltWinters, baseline_of
+from analysis.holt_winters import HoltWinters, baseline_horizon, baseline_of
 from analysis.outcomes import GIB, Demand, Outcome
 from scaling.engine import Engine, policy_event
 from scaling.events import ContainerSample, MetricEvent, PolicyEvent, WorkloadRef
@@ -122,7 +122,8 @@ def simulate_one(
     engine.process(raw_policy, PolicyEvent(t0, ref, manifest))
     loop = _Loop(demand, out, engine, settings, delay, record, policy.kind in HPA_OBJECT_KINDS, max_replicas)
     if baseline_of(manifest) == "holt-winters" and loop.state.policy is not None:
-        loop.state.policy = HoltWinters(loop.state.policy)  # the Holt-Winters baseline (analysis/holt_winters.py)
+        # the Holt-Winters baseline (analysis/holt_winters.py)
+        loop.state.policy = HoltWinters(loop.state.policy, horizon=baseline_horizon(manifest))
     loop.feed(loop.sim.workload_event(ref, t0))
     for ts, point in demand.points:
         loop.start_due(ts)

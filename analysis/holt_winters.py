@@ -20,7 +20,9 @@ which with fixed parameters gives the same smoothing.  The first season only ini
 (level: its mean, trend 0, season: each value minus the mean): no prediction before a full day.
 
 A policy file selects it with the annotation ``tandem.dev/simulate-baseline: holt-winters`` on a
-manifest (read by the simulator only; the worker ignores annotations it does not know).
+manifest (read by the simulator only; the worker ignores annotations it does not know), and may set
+its horizon with ``tandem.dev/simulate-baseline-horizon`` (a duration, default :data:`HORIZON`), so
+that it looks as far ahead as a ``spec.predictive.horizon`` it is compared with.
 """
 
 from __future__ import annotations
@@ -32,11 +34,14 @@ from typing import Any
 from scaling.outcome import Outcome, View
 from scaling.policies import Policy
 from scaling.policies.delegating import DelegatingPolicy
+from scaling.quantity import parse_duration
 
-__all__ = ["ANNOTATION", "HoltWinters", "baseline_of"]
+__all__ = ["ANNOTATION", "HORIZON_ANNOTATION", "HoltWinters", "baseline_horizon", "baseline_of"]
 
 #: The manifest annotation that runs a policy with the Holt-Winters baseline in ``tandem simulate``.
 ANNOTATION = "tandem.dev/simulate-baseline"
+#: The annotation that sets the baseline's horizon (a duration such as ``135s``).
+HORIZON_ANNOTATION = "tandem.dev/simulate-baseline-horizon"
 #: Smoothing of level, trend and season (fixed, not fitted; docs/evaluation.md gives the figures).
 ALPHA, BETA, GAMMA = 0.5, 0.01, 0.5
 #: One observation per interval (PHPA stores one replica count per run of its own interval).
@@ -51,6 +56,23 @@ def baseline_of(manifest: Mapping[str, Any]) -> str | None:
     annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
     value = annotations.get(ANNOTATION) if isinstance(annotations, Mapping) else None
     return value if isinstance(value, str) else None
+
+
+def baseline_horizon(manifest: Mapping[str, Any]) -> float:
+    """The baseline's horizon in seconds: the manifest's :data:`HORIZON_ANNOTATION`, else :data:`HORIZON`.
+    A value that is not a positive duration is refused with the annotation's name."""
+    meta = manifest.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    value = annotations.get(HORIZON_ANNOTATION) if isinstance(annotations, Mapping) else None
+    if value is None:
+        return HORIZON
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        raise ValueError(f"annotation {HORIZON_ANNOTATION}: {exc}") from None
+    if not 0 < seconds <= 86400:
+        raise ValueError(f"annotation {HORIZON_ANNOTATION}: {seconds:g} s is outside (0, 24h]")
+    return seconds
 
 
 class HoltWinters(DelegatingPolicy):

@@ -85,7 +85,12 @@ def generate(path: Path, rate: Callable[[float, random.Random], float], seed: in
     write_lines(path, demand_lines([piece], Mapping(), ["web"], 20.0))
 
 
-def policy_files(out: Path, policies: tuple[str, ...] = POLICIES, variants: tuple[str, ...] = VARIANTS) -> list[Path]:
+def policy_files(
+    out: Path,
+    policies: tuple[str, ...] = POLICIES,
+    variants: tuple[str, ...] = VARIANTS,
+    horizon: str | None = None,
+) -> list[Path]:
     files = []
     for name in policies:
         docs = [d for d in yaml.safe_load_all((ROOT / "examples/simulate" / f"{name}.yaml").read_text())]
@@ -94,9 +99,12 @@ def policy_files(out: Path, policies: tuple[str, ...] = POLICIES, variants: tupl
             vd = copy.deepcopy(docs)
             for d in vd:
                 if variant == "-predictive":
-                    d["spec"]["predictive"] = {}
+                    d["spec"]["predictive"] = {} if horizon is None else {"horizon": horizon}
                 elif variant == "-holt-winters":
-                    d["metadata"].setdefault("annotations", {})["tandem.dev/simulate-baseline"] = "holt-winters"
+                    notes = d["metadata"].setdefault("annotations", {})
+                    notes["tandem.dev/simulate-baseline"] = "holt-winters"
+                    if horizon is not None:  # the baseline looks as far ahead as the forecaster
+                        notes["tandem.dev/simulate-baseline-horizon"] = horizon
             path = out / f"{name}{variant}.yaml"
             path.write_text(yaml.safe_dump_all(vd))
             files.append(path)
@@ -160,6 +168,11 @@ def main() -> int:
     p.add_argument("--policies", default=",".join(POLICIES), help="of horizontal, hvpa, tortoise, custom-hpa")
     p.add_argument("--variants", default=",".join(v.lstrip("-") or "reactive" for v in VARIANTS))
     p.add_argument("--gates", action="store_true", help="only print, per trace, why the forecaster acts or not")
+    p.add_argument(
+        "--horizon",
+        help="spec.predictive.horizon of the predictive variant and the Holt-Winters baseline's horizon "
+        "(default: none, the observed start-up, and 75 s)",
+    )
     args = p.parse_args()
     policies = tuple(args.policies.split(","))
     variants = tuple("" if v == "reactive" else f"-{v}" for v in args.variants.split(","))
@@ -184,7 +197,7 @@ def main() -> int:
         for name, stream in streams.items():
             print(name, json.dumps(gates(stream)))
         return 0
-    files = policy_files(out, policies, variants)
+    files = policy_files(out, policies, variants, args.horizon)
     print("| trace | policy | CPU core-h | CPU short core-h | h > requests | replica chg | cost | shortfall |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, stream in streams.items():
