@@ -90,6 +90,7 @@ def policy_files(
     policies: tuple[str, ...] = POLICIES,
     variants: tuple[str, ...] = VARIANTS,
     horizon: str | None = None,
+    cap: int | None = None,
 ) -> list[Path]:
     files = []
     for name in policies:
@@ -99,7 +100,10 @@ def policy_files(
             vd = copy.deepcopy(docs)
             for d in vd:
                 if variant == "-predictive":
-                    d["spec"]["predictive"] = {} if horizon is None else {"horizon": horizon}
+                    section: dict[str, Any] = {} if horizon is None else {"horizon": horizon}
+                    if cap is not None:
+                        section["maxPreScalePercent"] = cap
+                    d["spec"]["predictive"] = section
                 elif variant == "-holt-winters":
                     notes = d["metadata"].setdefault("annotations", {})
                     notes["tandem.dev/simulate-baseline"] = "holt-winters"
@@ -173,6 +177,7 @@ def main() -> int:
         help="spec.predictive.horizon of the predictive variant and the Holt-Winters baseline's horizon "
         "(default: none, the observed start-up, and 75 s)",
     )
+    p.add_argument("--max-pre-scale", type=int, help="spec.predictive.maxPreScalePercent of the predictive variant")
     args = p.parse_args()
     policies = tuple(args.policies.split(","))
     variants = tuple("" if v == "reactive" else f"-{v}" for v in args.variants.split(","))
@@ -197,7 +202,7 @@ def main() -> int:
         for name, stream in streams.items():
             print(name, json.dumps(gates(stream)))
         return 0
-    files = policy_files(out, policies, variants, args.horizon)
+    files = policy_files(out, policies, variants, args.horizon, args.max_pre_scale)
     print("| trace | policy | CPU core-h | CPU short core-h | h > requests | replica chg | cost | shortfall |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, stream in streams.items():

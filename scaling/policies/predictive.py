@@ -202,11 +202,19 @@ class Predictive(DelegatingPolicy):
         top = bounds.max_replicas
         want = math.ceil(round(forecast.load, 2))
         want = min(want, cap, top) if top is not None else min(want, cap)
+        hpa_top = _hpa_max_replicas(view, out) if isinstance(min_pair, tuple) else None
+        if hpa_top is not None and want > hpa_top:
+            # A raised minReplicas stays within the HPA's maxReplicas: the API server refuses an
+            # HPA whose maxReplicas is below its minReplicas (Kubernetes, pkg/apis/autoscaling/
+            # validation/validation.go, validateHorizontalPodAutoscalerSpec: "must be greater than
+            # or equal to `minReplicas`"), and the kind's HPA would never scale past it anyway.
+            want = hpa_top
         requests: dict[str, dict[str, int]] = {}
         if top is not None and forecast.load > top * (1 + TOLERANCE):
             requests = _requests_ahead(view, out, bounds, forecast.load / top, spec.max_prescale_percent, raised)
         if want <= reactive and not requests:
-            why = f"replicas are capped at maxReplicas {top} and no request can be raised"
+            limit = top if hpa_top is None or (top is not None and top < hpa_top) else hpa_top
+            why = f"replicas are capped at maxReplicas {limit} and no request can be raised"
             return _held(view, out, profile, history, CAPPED, why, raised)
         replicas, hpa = out.replicas, out.hpa
         reasons = list(out.reasons)
@@ -268,6 +276,17 @@ class Predictive(DelegatingPolicy):
             )
             return None, (NO_BETTER_THAN_NAIVE, why)
         return forecast, ("", "")
+
+
+def _hpa_max_replicas(view: View, out: Outcome) -> int | None:
+    """The maxReplicas of the HPA whose minReplicas the kind sets: as the kind sets it this tick,
+    else as the HPA has it (``None``: not known)."""
+    max_pair = out.hpa.get("max_replicas")
+    if isinstance(max_pair, tuple) and max_pair[1] is not None:
+        return int(max_pair[1])
+    if view.hpa is not None and view.hpa.max_replicas is not None:
+        return view.hpa.max_replicas
+    return None
 
 
 def _reactive_replicas(view: View, out: Outcome) -> int:

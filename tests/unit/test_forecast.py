@@ -277,6 +277,38 @@ def test_it_never_lowers_what_the_reactive_rule_asks_and_stays_within_the_cap_an
         assert out.replicas == expected, (wanted, cap, max_replicas)
 
 
+class HpaMinimum(Reactive):
+    """A stand-in for a kind that drives an HPA of its own (Tortoise): it sets the HPA's
+    minReplicas to 4, and its maxReplicas to ``hpa_max`` (``None``: leaves it)."""
+
+    def __init__(self, hpa_max: int | None) -> None:
+        super().__init__(None, 20)
+        self.hpa_max = hpa_max
+
+    def decide(self, view: View, memory: dict[str, Any]) -> Outcome:
+        hpa: dict[str, Any] = {"min_replicas": (4, 4)}
+        if self.hpa_max is not None:
+            hpa["max_replicas"] = (self.hpa_max, self.hpa_max)
+        self.outcome = Outcome(hpa=hpa, reasons=["reactive"])
+        return self.outcome
+
+
+def test_a_raised_min_replicas_stays_within_the_hpas_max_replicas() -> None:
+    """The forecast asks 8; the HPA's maxReplicas is 6 (as the kind sets it, or as the HPA has it):
+    minReplicas goes to 6, never above (the API server refuses minReplicas above maxReplicas)."""
+    before = MONDAY + 2 * DAY + 9 * 3600 - 60
+    for hpa_max, seen_max, expected in ((6, None, 6), (None, 6, 6), (None, None, 8), (9, 6, 8)):
+        policy = Predictive(HpaMinimum(hpa_max), PredictiveSpec())
+        memory: dict[str, Any] = {}
+        run_days(policy, memory, 2)
+        tick = view(before, 4, 4.0)
+        if seen_max is not None:
+            assert tick.hpa is not None
+            tick = tick._replace(hpa=tick.hpa._replace(max_replicas=seen_max))
+        out = policy.decide(tick, memory)
+        assert out.hpa["min_replicas"] == (4, expected), (hpa_max, seen_max)
+
+
 def test_it_waits_for_the_minimum_history_and_a_small_recent_error() -> None:
     before = MONDAY + 2 * DAY + 9 * 3600 - 60
     for spec, noise in ((PredictiveSpec(min_history=3 * DAY), 0.0), (PredictiveSpec(max_error_percent=2), 0.3)):
