@@ -50,20 +50,22 @@ INTERVAL = 60.0
 HORIZON = 75.0
 
 
-def baseline_of(manifest: Mapping[str, Any]) -> str | None:
-    """The simulator baseline a manifest asks for (``holt-winters``), ``None`` for none."""
+def _annotation(manifest: Mapping[str, Any], key: str) -> object:
     meta = manifest.get("metadata")
     annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
-    value = annotations.get(ANNOTATION) if isinstance(annotations, Mapping) else None
+    return annotations.get(key) if isinstance(annotations, Mapping) else None
+
+
+def baseline_of(manifest: Mapping[str, Any]) -> str | None:
+    """The simulator baseline a manifest asks for (``holt-winters``), ``None`` for none."""
+    value = _annotation(manifest, ANNOTATION)
     return value if isinstance(value, str) else None
 
 
 def baseline_horizon(manifest: Mapping[str, Any]) -> float:
     """The baseline's horizon in seconds: the manifest's :data:`HORIZON_ANNOTATION`, else :data:`HORIZON`.
     A value that is not a positive duration is refused with the annotation's name."""
-    meta = manifest.get("metadata")
-    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
-    value = annotations.get(HORIZON_ANNOTATION) if isinstance(annotations, Mapping) else None
+    value = _annotation(manifest, HORIZON_ANNOTATION)
     if value is None:
         return HORIZON
     try:
