@@ -349,7 +349,9 @@ PREDICTIVE = _obj(
         pattern=DURATION.pattern,
     ),
     maxPreScalePercent=Leaf(
-        "integer", "the most a pre-scale adds, in percent of the replicas the policy asks (default 100)", minimum=0
+        "integer",
+        "the most a pre-scale adds, in percent of the replicas the policy asks (default: no bound but maxReplicas)",
+        minimum=0,
     ),
     minHistory=Leaf("string", "the history needed before it acts, a duration (default 24h)", pattern=DURATION.pattern),
     maxErrorPercent=Leaf(

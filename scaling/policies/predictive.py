@@ -15,8 +15,12 @@ lets the kind decide as always and then:
 3. when the history is long enough (``minHistory``), the forecaster's recent error small enough
    (``maxErrorPercent``) and its profile no worse than "as the slot before" over the last day
    (:data:`NAIVE_MARGIN`), raises the replicas (for a kind that sets its HPA's ``minReplicas``
-   instead, that minimum) to ``ceil(forecast)``, at most ``maxPreScalePercent`` above what the
-   kind asked and never above its ``maxReplicas``.
+   instead, that minimum) to ``ceil(forecast)``, never above its ``maxReplicas`` and, when
+   ``maxPreScalePercent`` is set, at most that much above what the kind asked.  By default only
+   ``maxReplicas`` bounds it: the gates decide whether the forecast is trusted, and a service
+   nearly idle before a steep daily ramp (a night's 1 pod before a morning's 11) is exactly where
+   a bound relative to the kind's count would keep the pre-scale from helping
+   (docs/evaluation.md, "The cap on a pre-scale").
 
 It never lowers what the kind asks: the result is ``max(reactive, forecast)``.  It holds nothing of
 its own between ticks but the profile, so when the forecast falls (or was wrong), the next tick's
@@ -89,7 +93,9 @@ class PredictiveSpec:
 
     #: Seconds ahead; ``None``: observed start-up time plus one sync period.
     horizon: float | None = None
-    max_prescale_percent: int = 100
+    #: The most a pre-scale adds, in percent of what the kind asks; ``None``: no bound but
+    #: ``maxReplicas`` (and, for requests, ``maxAllowed`` and the limit).
+    max_prescale_percent: int | None = None
     min_history: float = 86400.0
     max_error_percent: int = 25
 
@@ -110,7 +116,7 @@ def parse_predictive(manifest: Mapping[str, Any]) -> PredictiveSpec | None:
         raise InvalidPolicy(where + "minHistory", f"{history:g} s is outside 0..672h (the four weeks kept)")
     return PredictiveSpec(
         None if horizon == -1.0 else horizon,
-        int_field(manifest, where + "maxPreScalePercent", 100) or 0,
+        int_field(manifest, where + "maxPreScalePercent", None),
         history,
         int_field(manifest, where + "maxErrorPercent", 25, maximum=100) or 0,
     )
@@ -198,10 +204,12 @@ class Predictive(DelegatingPolicy):
             )
             return _held(view, out, profile, history, WITHIN_REACTIVE, why, raised)
         bounds = self.inner.bounds()
-        cap = math.ceil(reactive * (100 + spec.max_prescale_percent) / 100)
         top = bounds.max_replicas
         want = math.ceil(round(forecast.load, 2))
-        want = min(want, cap, top) if top is not None else min(want, cap)
+        if spec.max_prescale_percent is not None:
+            want = min(want, math.ceil(reactive * (100 + spec.max_prescale_percent) / 100))
+        if top is not None:
+            want = min(want, top)
         hpa_top = _hpa_max_replicas(view, out) if isinstance(min_pair, tuple) else None
         if hpa_top is not None and want > hpa_top:
             # A raised minReplicas stays within the HPA's maxReplicas: the API server refuses an
@@ -441,12 +449,13 @@ def _scaled_resources(view: View) -> tuple[tuple[str, str | None], ...]:
 
 
 def _requests_ahead(
-    view: View, out: Outcome, bounds: Bounds, factor: float, max_percent: int, raised: Raised
+    view: View, out: Outcome, bounds: Bounds, factor: float, max_percent: int | None, raised: Raised
 ) -> dict[str, dict[str, int]]:
     """The vertical counterpart: the replicas are capped at ``maxReplicas`` and the forecast needs
     ``factor`` times those pods, so each container's request of a resource the HPA scales on (of
     the container a ``ContainerResource`` metric names) goes
-    to ``factor`` times what it was before any raise, at most ``max_percent`` % above it, within the
+    to ``factor`` times what it was before any raise, at most ``max_percent`` % above it (``None``: no
+    such bound), within the
     kind's ``maxAllowed`` and the container's limit; never below what the kind asks.  Only where the
     kind may set requests (``Bounds.vertical``, a container not ``Off``); empty where nothing rises."""
     if not bounds.vertical:
@@ -463,7 +472,9 @@ def _requests_ahead(
             base = raised.get(cname, {}).get(resource, (now, 0))[0]
             if base <= 0:
                 continue
-            want = min(math.ceil(base * factor), base * (100 + max_percent) // 100)
+            want = math.ceil(base * factor)
+            if max_percent is not None:
+                want = min(want, base * (100 + max_percent) // 100)
             top = cb.maximum.get(resource) if cb is not None else None
             if top is not None:
                 want = min(want, top)

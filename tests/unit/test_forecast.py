@@ -462,7 +462,7 @@ def test_the_default_horizon_is_the_longest_observed_start_up_plus_a_sync_period
 
 def test_the_section_is_parsed_with_defaults_and_refused_by_field() -> None:
     assert parse_predictive({"spec": {}}) is None
-    assert parse_predictive({"spec": {"predictive": {}}}) == PredictiveSpec(None, 100, 86400.0, 25)
+    assert parse_predictive({"spec": {"predictive": {}}}) == PredictiveSpec(None, None, 86400.0, 25)
     assert parse_predictive(
         {"spec": {"predictive": {"horizon": "3m", "minHistory": "168h", "maxPreScalePercent": 50}}}
     ) == PredictiveSpec(180.0, 50, 604800.0, 25)

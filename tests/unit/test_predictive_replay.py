@@ -94,12 +94,13 @@ def test_audit_explain_says_why_it_pre_scaled(tmp_path: Path) -> None:
     audit = tmp_path / "audit.jsonl"
     audit.write_bytes(b"".join(e + b"\n" for e in run(stream())))
     story = "\n".join(explain("eu-1/shop/Deployment/web", read_file(str(audit))))
-    # At 08:59 on Tuesday, from Monday's profile; at most twice the 2 replicas the policy asks.
+    # At 08:59 on Tuesday, from Monday's profile: to the forecast, 5 times the 2 replicas the policy
+    # asks (maxPreScalePercent unset: only maxReplicas bounds it).
     assert (
         "2025-11-11 08:59:00 UTC (tick 1762851540). Hvpa web (Auto) saw 2 replicas running, the HPA "
         "recommendation of 2 replicas and a forecast load of 10.0 replicas 75.0 s ahead (the policy alone "
-        "asked 2). Rule: hvpa: vpaWeight 0 at 2 replicas (hpaWeight 100); pre-scaled to 4 for the forecast "
-        "of 10.0 at 09:00:15 (same time of day, 1 day, recent error 0 %). Decision: replicas from 2 to 4."
+        "asked 2). Rule: hvpa: vpaWeight 0 at 2 replicas (hpaWeight 100); pre-scaled to 10 for the forecast "
+        "of 10.0 at 09:00:15 (same time of day, 1 day, recent error 0 %). Decision: replicas from 2 to 10."
     ) in story.split("\n")
 
 
