@@ -6,8 +6,8 @@ Writes the traces and the policy files into ``--out`` (default ``/tmp/tandem-pre
 docs/evaluation.md: per trace and policy, the CPU cost and shortfall of the reactive policy, with
 ``spec.predictive: {}`` and with the Holt-Winters baseline (analysis/holt_winters.py).
 
-Traces: the real ones of analysis/traces.py (``bench/traces.py``: online-retail,
-bikeshare and bank-calls, 14 days each) and three generated here, 14 days of one minute each, through the same
+Traces: the real ones of analysis/traces.py (``bench/traces.py``: online-retail, bikeshare and
+bank-calls, 14 days each) and three generated here, 14 days of one minute each, through the same
 mapping from a rate to CPU and memory (``analysis.traces.demand_lines``):
 
 * ``daily``: a steep business-hours step every day (a base of 2 units/min, 20 from 09:00 in one

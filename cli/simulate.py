@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from analysis.holt_winters import baseline_horizon
 from analysis.simulate import simulate, table, write_report
 from analysis.upstream import UpstreamArm, is_upstream, parse_upstream
 from cli.options import add_core_options, add_files, add_policy, env
@@ -91,6 +92,12 @@ def run(args: argparse.Namespace) -> int:
                 upstream[path] = parse_upstream(docs, settings.cluster)
             except InvalidPolicy as exc:
                 raise UsageError(f"{path}: {exc.field}: {exc.reason}") from None
+        for path, docs in checked.items():  # refused here, not in a pool process mid-simulation
+            for doc in docs:
+                try:
+                    baseline_horizon(doc)
+                except ValueError as exc:
+                    raise UsageError(f"{path}: {exc}") from None
     except UsageError as exc:
         print(f"tandem simulate: {exc}", file=sys.stderr)
         return exc.status

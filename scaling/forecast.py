@@ -242,10 +242,9 @@ class LoadProfile:
         season = self.seasonal_slot(absolute)
         if season is not None and (season[0] > 0 or milli == 0):
             # Nothing where the profile expects nothing (a service closed at night) is today agreeing
-            # with the profile: the level relaxes towards 1.  Without this, the level learnt at the
-            # closing (load gone, the closing slot's mean not yet) stayed at its floor all night and
-            # cut the next opening's forecast to a quarter.  A load where the profile has none has no
-            # ratio and leaves the level as it is.
+            # with the profile: the level relaxes towards 1, so the level a closing slot pulls down
+            # (load gone, that slot's mean not yet) does not cut the next opening's forecast.  A load
+            # where the profile has none has no ratio and leaves the level as it is.
             ratio = _ONE if season[0] == 0 else min(_LEVEL_MAX, max(_LEVEL_MIN, round(load / season[0] * _ONE)))
             dt = LEVEL_TAU if self.level_ts is None else ts - self.level_ts
             weight = min(1.0, max(0.0, dt / LEVEL_TAU))

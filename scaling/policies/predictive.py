@@ -208,21 +208,19 @@ class Predictive(DelegatingPolicy):
         want = math.ceil(round(forecast.load, 2))
         if spec.max_prescale_percent is not None:
             want = min(want, math.ceil(reactive * (100 + spec.max_prescale_percent) / 100))
-        if top is not None:
-            want = min(want, top)
+        # A raised minReplicas stays within the HPA's maxReplicas too: the API server refuses an
+        # HPA whose maxReplicas is below its minReplicas (Kubernetes, pkg/apis/autoscaling/
+        # validation/validation.go, validateHorizontalPodAutoscalerSpec: "must be greater than or
+        # equal to `minReplicas`"), and the kind's HPA would never scale past it anyway.
         hpa_top = _hpa_max_replicas(view, out) if isinstance(min_pair, tuple) else None
-        if hpa_top is not None and want > hpa_top:
-            # A raised minReplicas stays within the HPA's maxReplicas: the API server refuses an
-            # HPA whose maxReplicas is below its minReplicas (Kubernetes, pkg/apis/autoscaling/
-            # validation/validation.go, validateHorizontalPodAutoscalerSpec: "must be greater than
-            # or equal to `minReplicas`"), and the kind's HPA would never scale past it anyway.
-            want = hpa_top
+        ceiling = min((c for c in (top, hpa_top) if c is not None), default=None)
+        if ceiling is not None:
+            want = min(want, ceiling)
         requests: dict[str, dict[str, int]] = {}
         if top is not None and forecast.load > top * (1 + TOLERANCE):
             requests = _requests_ahead(view, out, bounds, forecast.load / top, spec.max_prescale_percent, raised)
         if want <= reactive and not requests:
-            limit = top if hpa_top is None or (top is not None and top < hpa_top) else hpa_top
-            why = f"replicas are capped at maxReplicas {limit} and no request can be raised"
+            why = f"replicas are capped at maxReplicas {ceiling} and no request can be raised"
             return _held(view, out, profile, history, CAPPED, why, raised)
         replicas, hpa = out.replicas, out.hpa
         reasons = list(out.reasons)
