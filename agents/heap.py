@@ -53,11 +53,13 @@ _NEVER = 2**31 - 1
 class HeapPolicy:
     """Young generations as CPython has them; the full collection by :meth:`tick`."""
 
-    def __init__(self, interval: float = 60.0) -> None:
+    def __init__(self, interval: float = 60.0, now: float | None = None) -> None:
+        """``now`` is the monotonic clock's reading at start (tests pass one exactly representable,
+        so that ``start + 180.0 + 600.0`` minus ``start + 180.0`` is 600.0, not 599.9999999999)."""
         self.interval = interval
         self.collections = 0
         self.seconds = 0.0
-        self._last = time.monotonic()
+        self._last = time.monotonic() if now is None else now
         self._took = 0.0
         self._saved: tuple[int, int, int] | None = None
         #: Whether the last scheduled collection walked the frozen objects too.

@@ -11,12 +11,16 @@ import pytest
 
 from agents.heap import COMPLETE_EVERY, HeapPolicy
 
+#: The clock's reading when the policy starts: a whole number, so that every sum below is exact
+#: (a monotonic reading such as 64972.774600916 made 780.0 later compare as 779.9999999999).
+START = 1000.0
+
 
 @pytest.fixture
 def policy() -> Iterator[HeapPolicy]:
     saved = gc.get_threshold()
     gc.set_threshold(700, 10, 10)
-    heap = HeapPolicy(interval=60.0)
+    heap = HeapPolicy(interval=60.0, now=START)
     try:
         yield heap
     finally:
@@ -33,22 +37,20 @@ def test_installed_policy_stops_automatic_full_collections_and_keeps_the_young_o
 
 def test_a_full_collection_runs_once_the_interval_is_over(policy: HeapPolicy) -> None:
     policy.install()
-    start = policy._last
-    assert policy.tick(start + 59.9) is False
-    assert policy.tick(start + 60.0) is True
+    assert policy.tick(START + 59.9) is False
+    assert policy.tick(START + 60.0) is True
     assert policy.collections == 1
-    assert policy.tick(start + 119.9) is False
-    assert policy.tick(start + 120.0) is True
+    assert policy.tick(START + 119.9) is False
+    assert policy.tick(START + 120.0) is True
     assert policy.collections == 2
 
 
 def test_a_slow_collection_spaces_the_next_to_a_hundred_times_its_duration(policy: HeapPolicy) -> None:
     policy.install()
-    start = policy._last
-    assert policy.tick(start + 60.0) is True
+    assert policy.tick(START + 60.0) is True
     policy._took = 2.0  # as if that collection had taken 2 s
-    assert policy.tick(start + 60.0 + 199.0) is False
-    assert policy.tick(start + 60.0 + 200.0) is True
+    assert policy.tick(START + 60.0 + 199.0) is False
+    assert policy.tick(START + 60.0 + 200.0) is True
 
 
 def test_the_scheduled_collection_frees_cyclic_garbage_of_the_oldest_generation(policy: HeapPolicy) -> None:
@@ -64,33 +66,31 @@ def test_the_scheduled_collection_frees_cyclic_garbage_of_the_oldest_generation(
     del a, b
     gc.collect(1)
     assert alive() is not None  # the young collections do not look at the oldest generation
-    assert policy.tick(policy._last + policy.period()) is True
+    assert policy.tick(START + policy.period()) is True
     assert alive() is None
 
 
 def test_a_policy_not_installed_never_collects(policy: HeapPolicy) -> None:
-    assert policy.tick(policy._last + 3600.0) is False
+    assert policy.tick(START + 3600.0) is False
     assert policy.collections == 0
 
 
 def test_a_due_collection_waits_for_the_worker_to_be_idle(policy: HeapPolicy) -> None:
     policy.install()
-    start = policy._last
-    assert policy.tick(start + 60.0, idle=False) is False
-    assert policy.tick(start + 100.0, idle=False) is False
+    assert policy.tick(START + 60.0, idle=False) is False
+    assert policy.tick(START + 100.0, idle=False) is False
     assert policy.collections == 0
-    assert policy.tick(start + 100.25, idle=True) is True
+    assert policy.tick(START + 100.25, idle=True) is True
     assert policy.collections == 1
 
 
 def test_a_worker_never_idle_still_collects_three_periods_after_the_last(policy: HeapPolicy) -> None:
     policy.install()
-    start = policy._last
-    assert policy.tick(start + 179.9, idle=False) is False
-    assert policy.tick(start + 180.0, idle=False) is True
+    assert policy.tick(START + 179.9, idle=False) is False
+    assert policy.tick(START + 180.0, idle=False) is True
     policy._took = 2.0  # the period is now 200 s: the patience grows with it, to 600 s
-    assert policy.tick(start + 180.0 + 599.0, idle=False) is False
-    assert policy.tick(start + 180.0 + 600.0, idle=False) is True
+    assert policy.tick(START + 180.0 + 599.0, idle=False) is False
+    assert policy.tick(START + 180.0 + 600.0, idle=False) is True
 
 
 class _Node:
