@@ -97,6 +97,12 @@ class _Node:
     other: object = None
 
 
+def _due(policy: HeapPolicy) -> float:
+    """A time when the next collection is due, whatever the last one took: twice its period after it
+    (exactly one period after may round below it once a slow collection made the period 100 x 0.0123...)."""
+    return policy._last + 2 * policy.period()
+
+
 def _cycle() -> tuple[_Node, weakref.ref[_Node]]:
     """Two objects that only reference each other: one of them, and a weak reference to it."""
     a, b = _Node(), _Node()
@@ -107,7 +113,7 @@ def _cycle() -> tuple[_Node, weakref.ref[_Node]]:
 def test_survivors_are_frozen_and_a_later_cycle_is_found_by_the_next_collection(policy: HeapPolicy) -> None:
     policy.install()
     kept = _Node()
-    assert policy.tick(policy._last + policy.period()) is True
+    assert policy.tick(_due(policy)) is True
     assert policy.complete is True  # the first scheduled collection walks everything
     # its survivors are frozen: in no generation, so no later collection walks them
     assert gc.get_freeze_count() > 0
@@ -118,7 +124,7 @@ def test_survivors_are_frozen_and_a_later_cycle_is_found_by_the_next_collection(
     del node
     gc.collect(1)
     assert alive() is not None
-    assert policy.tick(policy._last + policy.period()) is True
+    assert policy.tick(_due(policy)) is True
     assert policy.complete is False
     assert alive() is None  # garbage made after the freeze: found without walking the frozen objects
 
@@ -126,13 +132,13 @@ def test_survivors_are_frozen_and_a_later_cycle_is_found_by_the_next_collection(
 def test_a_cycle_frozen_while_alive_is_freed_by_the_next_complete_collection(policy: HeapPolicy) -> None:
     policy.install()
     node, alive = _cycle()
-    assert policy.tick(policy._last + policy.period()) is True  # complete, and the cycle frozen while referenced
+    assert policy.tick(_due(policy)) is True  # complete, and the cycle frozen while referenced
     del node
     for _ in range(COMPLETE_EVERY - 1):
-        assert policy.tick(policy._last + policy.period()) is True
+        assert policy.tick(_due(policy)) is True
         assert policy.complete is False
         assert alive() is not None  # frozen: no partial collection walks it
-    assert policy.tick(policy._last + policy.period()) is True
+    assert policy.tick(_due(policy)) is True
     assert policy.complete is True
     assert alive() is None
     assert policy.collections == COMPLETE_EVERY + 1
@@ -140,7 +146,7 @@ def test_a_cycle_frozen_while_alive_is_freed_by_the_next_complete_collection(pol
 
 def test_uninstalling_unfreezes(policy: HeapPolicy) -> None:
     policy.install()
-    assert policy.tick(policy._last + policy.period()) is True
+    assert policy.tick(_due(policy)) is True
     assert gc.get_freeze_count() > 0
     policy.uninstall()
     assert gc.get_freeze_count() == 0
