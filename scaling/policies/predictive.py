@@ -13,7 +13,7 @@ lets the kind decide as always and then:
    longest of the last starts seen in its pods' status, plus one sync period: a pod asked for now
    must serve before the next tick can ask again);
 3. when the history is long enough (``minHistory``), the forecaster's recent error small enough
-   (``maxErrorPercent``) and its profile no worse than "as the slot before" over the last day
+   (``maxErrorPercent``) and its profile no worse than "as the slot before" over the last half day
    (:data:`NAIVE_MARGIN`), raises the replicas (for a kind that sets its HPA's ``minReplicas``
    instead, that minimum) to ``ceil(forecast)``, never above its ``maxReplicas`` and, when
    ``maxPreScalePercent`` is set, at most that much above what the kind asked.  By default only
@@ -64,7 +64,7 @@ TOLERANCE = 0.1
 _STARTUPS = 8
 #: Pods followed from their start to their readiness, at most.
 _UNREADY = 64
-#: It acts only while the profile's error over the last day is at most this many times the naive
+#: It acts only while the profile's error over the last half day is at most this many times the naive
 #: forecast's ("as the slot before"): on a load without a pattern the two are close or the naive
 #: one wins (scaling/forecast.py), and a pre-scale would only add cost.
 NAIVE_MARGIN = 1.0
@@ -277,7 +277,7 @@ class Predictive(DelegatingPolicy):
             return None, (ERROR_TOO_LARGE, why)
         if forecast.versus_naive is not None and forecast.versus_naive > NAIVE_MARGIN:
             why = (
-                f"over the last day its error is {forecast.versus_naive:.2f} times that of "
+                f"over the last half day its error is {forecast.versus_naive:.2f} times that of "
                 '"as the slot before": no pattern it knows'
             )
             return None, (NO_BETTER_THAN_NAIVE, why)
