@@ -25,17 +25,11 @@ days × :data:`PER_DAY` slots, integers in milli-replicas.  From it:
   slot's mean load to be; when the slot closes, ``|mean - expected| / mean`` enters a moving average
   over about the last four slots (an hour).  The policy acts only while this error is small;
 * **whether the profile beats "no change"**: the same closed slots also score the naive forecast
-  "this slot as the one before" (what a reactive rule assumes).  Over about the last half day
-  (a moving average of :data:`SKILL_SLOTS` slots, after a first day of scored slots) the mean
-  absolute errors of both are kept; their ratio (:attr:`Forecast.versus_naive`) is below 1 where
-  the load has a pattern the profile knows, and above it where the load only wanders (a random
-  walk is best forecast by its last value, and a seasonal profile of it forecasts the mean it
-  reverts to, half the time above the load).  Half a day, not a day: a moving average of a day's
-  slots still gives 28 % of its weight to errors more than 31 hours old, so a first weekend
-  forecast from the weekdays before it (no same weekday held yet) kept the gate shut on the second
-  Tuesday of a call centre's trace, a day and a half after the profile had started to forecast
-  from the same weekday (docs/evaluation.md, "Predictive scaling"); over half a day that weight
-  is 7 %.
+  "this slot as the one before" (what a reactive rule assumes).  Over about the last day
+  (:data:`SKILL_SLOTS` slots) the mean absolute errors of both are kept; their ratio
+  (:attr:`Forecast.versus_naive`) is below 1 where the load has a pattern the profile knows, and
+  above it where the load only wanders (a random walk is best forecast by its last value, and a
+  seasonal profile of it forecasts the mean it reverts to, half the time above the load).
 
 Everything is an integer (milli-replicas, level in millionths, error in tenths of a percent), so
 :meth:`LoadProfile.to_dict` and :meth:`LoadProfile.from_dict` round-trip exactly and a state saved
@@ -70,12 +64,11 @@ LEVEL_TAU = 1800.0
 _LEVEL_MIN, _LEVEL_MAX, _ONE = 250_000, 4_000_000, 1_000_000
 #: Weight of a new slot's error in the moving average (about the last four slots).
 _ERROR_WEIGHT = 4
-#: Slots (half a day) in the moving average that compares the profile's errors with the naive
-#: forecast's: what it forgets, it forgets within a day (see the module's docstring).
-SKILL_SLOTS = 48
+#: Slots (about a day) over which the profile's errors are compared with the naive forecast's.
+SKILL_SLOTS = 96
 #: Slots scored before that comparison is given (a day: until then the profile has the benefit of
 #: the doubt, so a pattern is used from its second day on).
-SKILL_MIN = PER_DAY
+SKILL_MIN = SKILL_SLOTS
 #: A slot without a sample.
 EMPTY = -1
 #: A serialised row: milli-replicas (or -1) joined by commas.
@@ -96,7 +89,7 @@ class Forecast(NamedTuple):
     #: The recent error in percent (one decimal), ``None`` before a slot could be checked.
     error: float | None
     #: The profile's mean absolute error over the naive forecast's ("as the slot before") over about
-    #: the last half day; ``None`` before :data:`SKILL_MIN` slots were scored.
+    #: the last day; ``None`` before :data:`SKILL_MIN` slots were scored.
     versus_naive: float | None = None
 
     def describe(self) -> str:

@@ -377,7 +377,7 @@ PREDICTIVE_STATUS = _obj(
     recentErrorPercent=Leaf("string", "the forecaster's recent error in percent; absent while not measured"),
     versusNaive=Leaf(
         "string",
-        'its error over the last half day divided by that of "as the slot before"; it acts only at 1 or below',
+        'its error over the last day divided by that of "as the slot before"; it acts only at 1 or below',
     ),
     lastPreScale=_obj(
         "the latest pre-scale",

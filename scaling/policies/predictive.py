@@ -13,7 +13,7 @@ lets the kind decide as always and then:
    longest of the last starts seen in its pods' status, plus one sync period: a pod asked for now
    must serve before the next tick can ask again);
 3. when the history is long enough (``minHistory``), the forecaster's recent error small enough
-   (``maxErrorPercent``) and its profile no worse than "as the slot before" over the last half day
+   (``maxErrorPercent``) and its profile no worse than "as the slot before" over the last day
    (:data:`NAIVE_MARGIN`), raises the replicas (for a kind that sets its HPA's ``minReplicas``
    instead, that minimum) to ``ceil(forecast)``, never above its ``maxReplicas`` and, when
    ``maxPreScalePercent`` is set, at most that much above what the kind asked.  By default only
@@ -38,17 +38,25 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import InvalidPolicy
 from ..forecast import Forecast, LoadProfile, load_of
 from ..outcome import Outcome, View
-from ..quantity import format_quantity
 from .base import Policy, duration_field, get_path, int_field
 from .bounds import Bounds
 from .delegating import DelegatingPolicy
 from .fields import PREDICTIVE
+from .predictive_words import (
+    clock,
+    explain,
+    explain_min_taken_back,
+    explain_requests,
+    explain_taken_back,
+    forecast_inputs,
+    hours,
+    ratio,
+)
 
 __all__ = ["KEY", "PREDICTIVE_FIELDS", "Predictive", "PredictiveSpec", "parse_predictive", "with_predictive"]
 
@@ -64,7 +72,7 @@ TOLERANCE = 0.1
 _STARTUPS = 8
 #: Pods followed from their start to their readiness, at most.
 _UNREADY = 64
-#: It acts only while the profile's error over the last half day is at most this many times the naive
+#: It acts only while the profile's error over the last day is at most this many times the naive
 #: forecast's ("as the slot before"): on a load without a pattern the two are close or the naive
 #: one wins (scaling/forecast.py), and a pre-scale would only add cost.
 NAIVE_MARGIN = 1.0
@@ -166,8 +174,12 @@ class Predictive(DelegatingPolicy):
         horizon = self.spec.horizon
         if horizon is None:
             horizon = (max(startups) if startups else DEFAULT_STARTUP) + float(view.settings.get("sync_period", 15.0))
+        kind = out
         out, raised = self._prescale(view, out, profile, horizon, raised)
+        out, min_raised = _min_replicas(view, kind, out, mine.get("min_raised") is True)
         mine = {"profile": written, "startups": startups, "unready": unready}
+        if min_raised:
+            mine["min_raised"] = True
         if raised:  # JSON-safe: lists, not tuples
             mine["raised"] = {c: {r: [b, t] for r, (b, t) in res.items()} for c, res in raised.items()}
         memory[KEY] = mine
@@ -199,9 +211,7 @@ class Predictive(DelegatingPolicy):
         reactive = _reactive_replicas(view, out)
         if forecast.load <= reactive * (1 + TOLERANCE):
             # within the HPA's tolerance of what the kind asks: no change, as the HPA
-            why = (
-                f"the forecast of {forecast.load:.1f} at {_clock(forecast.at)} is within the {reactive} replicas asked"
-            )
+            why = f"the forecast of {forecast.load:.1f} at {clock(forecast.at)} is within the {reactive} replicas asked"
             return _held(view, out, profile, history, WITHIN_REACTIVE, why, raised)
         bounds = self.inner.bounds()
         top = bounds.max_replicas
@@ -265,7 +275,7 @@ class Predictive(DelegatingPolicy):
         an error not measured or too large, no better than "as the slot before")."""
         spec = self.spec
         if history < spec.min_history:
-            return None, (TOO_LITTLE_HISTORY, f"{_hours(history)} of history, minHistory is {_hours(spec.min_history)}")
+            return None, (TOO_LITTLE_HISTORY, f"{hours(history)} of history, minHistory is {hours(spec.min_history)}")
         forecast = profile.forecast(view.tick + horizon)
         if forecast is None:
             return None, (NO_PROFILE, "no history yet at the time of day it would forecast")
@@ -277,11 +287,38 @@ class Predictive(DelegatingPolicy):
             return None, (ERROR_TOO_LARGE, why)
         if forecast.versus_naive is not None and forecast.versus_naive > NAIVE_MARGIN:
             why = (
-                f"over the last half day its error is {forecast.versus_naive:.2f} times that of "
+                f"over the last day its error is {forecast.versus_naive:.2f} times that of "
                 '"as the slot before": no pattern it knows'
             )
             return None, (NO_BETTER_THAN_NAIVE, why)
         return forecast, ("", "")
+
+
+def _min_replicas(view: View, kind: Outcome, out: Outcome, was_raised: bool) -> tuple[Outcome, bool]:
+    """The HPA ``minReplicas`` pair of a kind that sets it (Tortoise), from what the HPA has now;
+    and whether a pre-scale's raise of it holds after this tick.
+
+    The kind writes its pair from its own memory of the HPA, which a pre-scale does not change:
+    while a raise holds it asks "10 to 10", which changes nothing, and the raised 20 would stay
+    until the kind itself next moved the minimum (for hours on a flat history).  So the tick after
+    the forecast falls takes the minimum back to what the kind asks, and a raise that holds is
+    written from the HPA's minimum (a decision when it changes, not on every tick)."""
+    pair = out.hpa.get("min_replicas")
+    now = view.hpa.min_replicas if view.hpa is not None else None
+    if not isinstance(pair, tuple) or now is None:
+        return out, was_raised
+    raising = pair != kind.hpa.get("min_replicas")
+    if raising:
+        if pair[0] == now:
+            return out, True
+        reasons = out.reasons
+    elif was_raised and pair[1] != now:
+        reasons = [*out.reasons, explain_min_taken_back(pair[1])]
+    else:
+        return out, False
+    hpa = {**out.hpa, "min_replicas": (now, pair[1])}
+    o = out
+    return Outcome(o.replicas, o.requests, o.limits, hpa, o.blocked, reasons, o.inputs, o.dry_run, o.mode), raising
 
 
 def _hpa_max_replicas(view: View, out: Outcome) -> int | None:
@@ -356,7 +393,7 @@ def _held(
         "message": why,
         "history_hours": round(history / 3600, 1),
         "error_percent": error,
-        "versus_naive": _ratio(versus),
+        "versus_naive": ratio(versus),
     }
     requests = out.requests
     reasons = out.reasons
@@ -494,64 +531,6 @@ def _size_after_raise(view: View, raised: Raised) -> float:
             if base > 0:
                 ratio = max(ratio, _request(view, cname, r) / base)
     return ratio
-
-
-def _ratio(value: float | None) -> float | None:
-    """A ratio for the audit, two decimals; ``None`` unmeasured or infinite (the naive forecast
-    never erred: JSON has no infinity)."""
-    return None if value is None or not math.isfinite(value) else round(value, 2)
-
-
-def _hours(seconds: float) -> str:
-    return f"{seconds / 3600:.1f} h"
-
-
-def _clock(ts: float) -> str:
-    at = datetime.fromtimestamp(ts, UTC)
-    return at.strftime("%H:%M") if at.second == 0 else at.strftime("%H:%M:%S")
-
-
-def explain(replicas: int, forecast: Forecast) -> str:
-    """``pre-scaled to 8 for the forecast of 7.4 at 09:00 (same weekday, 4 weeks, recent error 6 %)``."""
-    return (
-        f"pre-scaled to {replicas} for the forecast of {forecast.load:.1f} at {_clock(forecast.at)} "
-        f"({forecast.describe()})"
-    )
-
-
-def explain_requests(requests: Mapping[str, Mapping[str, int]], forecast: Forecast, top: int) -> str:
-    """``raised the cpu request of web to 750m for the forecast of 15.0 at 09:00 (replicas capped at
-    10; same weekday, 4 weeks, recent error 6 %)``."""
-    what = ", ".join(
-        f"the {r} request of {c} to {format_quantity(r, milli)}"
-        for c, res in sorted(requests.items())
-        for r, milli in sorted(res.items())
-    )
-    return (
-        f"raised {what} for the forecast of {forecast.load:.1f} at {_clock(forecast.at)} "
-        f"(replicas capped at {top}; {forecast.describe()})"
-    )
-
-
-def explain_taken_back(cname: str, resource: str, milli: int) -> str:
-    """``took the cpu request of web back to 500m (the forecast no longer asks for more)``."""
-    back = format_quantity(resource, milli)
-    return f"took the {resource} request of {cname} back to {back} (the forecast no longer asks for more)"
-
-
-def forecast_inputs(forecast: Forecast, reactive: int, horizon: float, history: float) -> dict[str, Any]:
-    """What a pre-scaled decision records of its forecast (``inputs.forecast``, docs/contract.md §4)."""
-    return {
-        "load": round(forecast.load, 2),
-        "at": forecast.at,
-        "horizon": horizon,
-        "basis": forecast.basis,
-        "periods": forecast.periods,
-        "error_percent": forecast.error,
-        "reactive_replicas": reactive,
-        "versus_naive": _ratio(forecast.versus_naive),
-        "history_hours": round(history / 3600, 1),
-    }
 
 
 def _startups(view: View, mine: Mapping[str, Any]) -> tuple[list[int], dict[str, float]]:

@@ -43,7 +43,7 @@ def test_a_daily_sine_is_forecast_from_the_same_time_of_the_last_three_days() ->
     f = p.forecast(MONDAY + 3 * DAY + 6 * 3600)  # 06:00, the sine's peak of 8
     assert f is not None
     assert (round(f.load, 4), f.basis, f.periods, f.error) == (8.0127, "daily", 3, 0.0)
-    assert round(f.versus_naive or 0, 4) == 0.0419  # the profile knows the curve, "as before" lags it
+    assert round(f.versus_naive or 0, 4) == 0.0427  # the profile knows the curve, "as before" lags it
     assert p.level == 1_001_836
 
 
@@ -103,9 +103,7 @@ def test_noise_averages_out_and_shows_as_a_small_error() -> None:
     f = p.forecast(MONDAY + 3 * DAY + 60)
     assert f is not None
     assert (round(f.load, 6), f.basis, f.periods, f.error) == (5.016024, "daily", 3, 2.2)
-    # Noise around a constant: the three days' mean and "as the slot before" are about as good (the
-    # gate may open, and the forecast is within the HPA's tolerance of the load anyway).
-    assert round(f.versus_naive or 0, 4) == 0.909
+    assert round(f.versus_naive or 0, 4) == 1.0209  # noise around a constant: no pattern to use
 
 
 def test_a_wandering_load_is_forecast_better_by_its_last_value_than_by_the_profile() -> None:
@@ -122,28 +120,7 @@ def test_a_wandering_load_is_forecast_better_by_its_last_value_than_by_the_profi
     feed(p, MONDAY, 3, walk)
     f = p.forecast(MONDAY + 3 * DAY + 60)
     assert f is not None
-    assert (round(f.load, 4), f.error, round(f.versus_naive or 0, 4)) == (6.2326, 24.4, 1.345)
-
-
-def test_a_first_weekend_forecast_from_the_weekdays_no_longer_shuts_the_gate_on_the_second_tuesday() -> None:
-    """A call centre open on weekdays from 07:00 to 21:00.  Its first weekend is forecast from the
-    three weekdays before it (no Saturday held yet), a full day's load where none comes, while "as
-    the slot before" says 0: the profile loses badly.  From the second Monday the profile forecasts
-    from the same weekday; by Tuesday's opening, a day and a half later, the skill has forgotten the
-    weekend (a moving average over half a day: over a day it still read 1.77, and the gate stayed
-    shut at the opening the profile knows)."""
-    rng = random.Random(5)
-
-    def calls(t: float) -> float:
-        d = datetime.fromtimestamp(t, UTC)
-        return 0.0 if d.weekday() >= 5 or not 7 <= d.hour < 21 else 3.0 * (1 + rng.uniform(-0.3, 0.3))
-
-    p = LoadProfile()
-    feed(p, MONDAY, 8 + 7 / 24 - 1 / 1440, calls)  # to the second Tuesday, 06:59
-    f = p.forecast(MONDAY + 8 * DAY + 7 * 3600 + 15)
-    assert f is not None
-    assert (round(f.load, 4), f.basis, f.periods, f.error) == (2.797, "weekday", 1, 3.7)
-    assert round(f.versus_naive or 0, 4) == 0.9333
+    assert (round(f.load, 4), f.error, round(f.versus_naive or 0, 4)) == (6.2326, 24.4, 1.4418)
 
 
 def test_too_little_history_forecasts_nothing() -> None:
@@ -332,6 +309,30 @@ def test_a_raised_min_replicas_stays_within_the_hpas_max_replicas() -> None:
         assert out.hpa["min_replicas"] == (4, expected), (hpa_max, seen_max)
 
 
+def test_a_raised_min_replicas_is_taken_back_once_the_forecast_falls() -> None:
+    """The kind (Tortoise) writes its minReplicas pair from its own memory, "4 to 4", which a
+    pre-scale to 8 does not change: once the forecast falls, the minimum goes back to 4 (it stayed
+    at 8 until the kind next moved it).  While the raise holds it is written from the HPA's
+    minimum, "8 to 8": no decision on every tick."""
+    policy = Predictive(HpaMinimum(None), PredictiveSpec())
+    memory: dict[str, Any] = {}
+    run_days(policy, memory, 2)
+
+    def at(t: float, hpa_min: int) -> Outcome:
+        tick = view(t, hpa_min, ramp(t))
+        assert tick.hpa is not None
+        return policy.decide(tick._replace(hpa=tick.hpa._replace(min_replicas=hpa_min)), memory)
+
+    day3 = MONDAY + 2 * DAY
+    assert at(day3 + 9 * 3600 - 60, 4).hpa["min_replicas"] == (4, 8)  # the pre-scale
+    assert at(day3 + 12 * 3600, 8).hpa["min_replicas"] == (8, 8)  # held: no change
+    back = at(day3 + 17 * 3600 + 1800, 8)  # the forecast is down to 4
+    assert back.hpa["min_replicas"] == (8, 4)
+    assert back.reasons[-1] == "took minReplicas back to 4 (the forecast no longer asks for more)"
+    assert memory[KEY].get("min_raised") is None
+    assert at(day3 + 17 * 3600 + 1860, 4).hpa["min_replicas"] == (4, 4)
+
+
 def test_it_waits_for_the_minimum_history_and_a_small_recent_error() -> None:
     before = MONDAY + 2 * DAY + 9 * 3600 - 60
     for spec, noise in ((PredictiveSpec(min_history=3 * DAY), 0.0), (PredictiveSpec(max_error_percent=2), 0.3)):
@@ -377,7 +378,7 @@ def test_a_tick_it_does_not_pre_scale_says_why_when_the_kind_decides_something()
         "message": "recent error 3.5 % is above maxErrorPercent 2 %",
         "history_hours": 57.0,
         "error_percent": 3.5,
-        "versus_naive": 0.94,
+        "versus_naive": 0.99,
     }
     # Nothing coming: the forecast is within the replicas the kind asks.
     policy = Predictive(Reactive(wanted=5), PredictiveSpec())
