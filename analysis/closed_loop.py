@@ -2,7 +2,8 @@
 one workload's demand, through the very decision core the worker runs (``scaling.engine.Engine``).
 
 * a simulated workload starts from the first recorded spec (replicas, requests, limits);
-* at each sample time its per-pod usage is demand divided over the *simulated* replicas, sent to
+* at each sample time its per-pod usage is demand divided over the *simulated* replicas (memory:
+  each pod's own ``Demand.memory_at_rest`` plus its share of the rest), sent to
   the core as ``metric`` samples, so tandem's own HPA and VPA recommenders see the simulated usage;
   memory above the simulated limit is an OOM kill (``"oom": true``);
 * every decision is applied after ``delay`` seconds (pod start-up), and the simulated workload
@@ -156,6 +157,7 @@ class _Loop:
         "per_pod_series",
         "record",
         "ref",
+        "rest",
         "series",
         "settings",
         "short",
@@ -183,6 +185,7 @@ class _Loop:
         self.delay = delay
         self.record = record
         self.max_replicas = max_replicas
+        self.rest = demand.memory_at_rest  # each pod's own memory at rest, bytes (Demand)
         self.sim = _Sim(
             demand.replicas,
             {c: dict(v) for c, v in demand.requests.items()},
@@ -209,7 +212,7 @@ class _Loop:
         """What the outcomes read of the simulated spec, worked out when a decision changes it, not
         on every sample (the same sums and values, so the same floats)."""
         self.n = self.sim.replicas
-        self.books = books = _Books(self.sim)
+        self.books = books = _Books(self.sim, self.rest)
         self.names = _pod_names(self.n)
         self.bounds = books.bounds
         # Whether the usage since the last sample is over requests (bit 1) or limits (bit 2): worked
@@ -319,16 +322,17 @@ class _Loop:
             self.next_series = next(self.series, None)
 
     def observe(self, ts: float) -> None:
-        """The simulated pods' usage at ``ts`` (the demand divided over them) to the core as one
-        metric event; whether it is over requests or limits, and its OOM kills."""
-        out, n, bounds, names = self.out, self.n, self.bounds, self.names
+        """The simulated pods' usage at ``ts`` (the demand divided over them, memory on top of each
+        pod's own at rest) to the core as one metric event; whether it is over requests or
+        limits, and its OOM kills."""
+        out, n, bounds, names, rest = self.out, self.n, self.bounds, self.names, self.rest
         new = _new_tuple
         samples: list[ContainerSample] = []
         over = 0
         totals = self.totals
         for c, (cpu, mem) in sorted(totals.items()) if len(totals) > 1 else totals.items():
             per_cpu = cpu / n
-            per_pod_mem = mem / n
+            per_pod_mem = rest + mem / n  # rest 0.0: mem / n, the same float
             per_mem = int(per_pod_mem)
             oom = False
             b = bounds.get(c)
@@ -407,13 +411,15 @@ _NO_RAW: Mapping[str, Any] = MappingProxyType({})
 class _Books:
     """What the outcomes read of a simulated spec (replicas, requests, limits): the cost per hour
     and per container the requests and limits that usage is compared with (which also give the
-    memory limit of an OOM kill).  Worked out when a decision changes the spec, not per sample."""
+    memory limit of an OOM kill).  Worked out when a decision changes the spec, not per sample.
+    ``rest``: each pod's memory at rest in bytes (:class:`analysis.outcomes.Demand`)."""
 
-    __slots__ = ("bounds", "cpu_rate", "cpu_requests", "memory_rate", "n")
+    __slots__ = ("bounds", "cpu_rate", "cpu_requests", "memory_rate", "n", "rest")
 
-    def __init__(self, sim: _Sim) -> None:
+    def __init__(self, sim: _Sim, rest: float = 0.0) -> None:
         requests, limits = sim.requests, sim.limits
         self.n = n = sim.replicas
+        self.rest = rest
         self.cpu_requests = sum(r.get("cpu", 0) for r in requests.values())
         memory_requests = sum(r.get("memory", 0) for r in requests.values())
         # Requested core-hours and GiB-hours per hour: the left part of the cost's expressions,
@@ -428,9 +434,11 @@ class _Books:
             self.bounds[c] = (req.get("cpu"), lim.get("cpu"), req.get("memory"), lim.get("memory"))
 
     def over(self, totals: dict[str, tuple[float, float]]) -> int:
-        """Whether per-pod usage ``totals`` / n is over requests (bit 1) or limits (bit 2) of a
-        container; ``simulate_one`` works the same out inline for each sample."""
+        """Whether per-pod usage ``totals`` / n (memory on top of ``rest``) is over requests (bit 1)
+        or limits (bit 2) of a container; :meth:`_Loop.observe` works the same out inline for
+        each sample."""
         n = self.n
+        rest = self.rest
         over = 0
         bounds = self.bounds
         for c, (cpu, mem) in totals.items():
@@ -443,7 +451,7 @@ class _Books:
                 over |= 1
             if lim_cpu is not None and used > lim_cpu:
                 over |= 2
-            used = mem / n * 1000
+            used = (rest + mem / n) * 1000
             if req_mem is not None and used > req_mem:
                 over |= 1
             if lim_mem is not None and used > lim_mem:

@@ -18,16 +18,31 @@ GIB = 2**30
 
 @dataclass
 class Demand:
-    """One workload's recorded demand: its first spec and per-sample container totals."""
+    """One workload's recorded demand: its first spec and per-sample container totals.
+
+    Memory at rest (``tandem simulate --memory-at-rest``): every pod holds ``memory_at_rest``
+    bytes per container whatever its share of the load, and shares the rest of the demand with
+    the other ready pods.  A simulated pod uses ``memory_at_rest + points memory / n`` of n ready
+    pods, so ``points`` holds the memory *above* the recorded pods' rest: the total minus k ×
+    ``memory_at_rest`` for the k recorded pods that reported the container's memory at that
+    sample, floored at 0.  It is subtracted once, while the stream is read
+    (:func:`analysis.simulate.derive_demand`), the only time k is known: no count per point is
+    kept (a dict per sample per workload), and the runs, which read each point once per simulated
+    sample, add one number to what they divide.  With 0 (the default) ``points`` are the
+    recorded totals and the runs compute the very floats they always did (``0.0 + x`` is ``x``).
+    """
 
     workload: WorkloadRef
     replicas: int
     requests: dict[str, dict[str, int]]  # container -> resource -> milli-units
     limits: dict[str, dict[str, int]]
-    #: (ts, {container: (cpu cores, memory bytes)}) summed over the recorded pods
+    #: (ts, {container: (cpu cores, memory bytes)}) summed over the recorded pods; memory less
+    #: the recorded pods' ``memory_at_rest`` (floored at 0)
     points: list[tuple[float, dict[str, tuple[float, float]]]] = field(default_factory=list)
     #: recorded named-series samples, replayed unchanged: (ts, raw sample dicts)
     series: list[tuple[float, list[dict[str, Any]]]] = field(default_factory=list)
+    #: bytes of memory each pod holds per container at rest, added to its share of the demand
+    memory_at_rest: float = 0.0
 
 
 @dataclass

@@ -6,7 +6,8 @@ cores and memory bytes across its pods, per container, at each sample time), the
 policy file, drives the very same decision core (``scaling.engine.Engine``) in closed loop:
 
 * a simulated workload starts from the first recorded spec (replicas, requests, limits);
-* at each sample time its per-pod usage is demand divided over the *simulated* replicas, sent to
+* at each sample time its per-pod usage is demand divided over the *simulated* replicas (with
+  ``--memory-at-rest``, each pod's memory at rest plus its share of the rest), sent to
   the core as ``metric`` samples, so tandem's own HPA and VPA recommenders see the simulated usage
   (recorded ``hpa``/``vpa`` events are not passed on: they describe the recorded cluster);
   memory above the simulated limit is an OOM kill (``"oom": true``);
@@ -44,7 +45,7 @@ from analysis.outcomes import Demand, Outcome
 from analysis.report import build
 from analysis.upstream import UpstreamArm, is_upstream, simulate_upstream
 from scaling.engine import policy_event
-from scaling.events import MetricEvent, WorkloadEvent, WorkloadRef
+from scaling.events import ContainerSample, MetricEvent, WorkloadEvent, WorkloadRef
 from scaling.settings import Settings
 from streams.inputs import load_manifests
 from streams.runner import Progress, ReplayStats, gc_paused, read_reduced
@@ -52,10 +53,13 @@ from streams.runner import Progress, ReplayStats, gc_paused, read_reduced
 __all__ = ["Demand", "Outcome", "derive_demand", "simulate", "simulate_one", "table", "write_report"]
 
 
-def derive_demand(events: Sequence[tuple[float, int, Any, Any]]) -> dict[str, Demand]:
-    """Per workload key: the first recorded spec and the demand at every sample time."""
-    parts = ((ts, _demand_part(raw, event)) for ts, _, (_, _, raw), event in events)
-    return _demands([(ts, part) for ts, part in parts if part is not None])
+def derive_demand(events: Sequence[tuple[float, int, Any, Any]], memory_at_rest: float = 0.0) -> dict[str, Demand]:
+    """Per workload key: the first recorded spec and the demand at every sample time.
+
+    ``memory_at_rest``: bytes each pod holds per container at rest (:class:`Demand`); the recorded
+    pods' are taken out of the memory totals here."""
+    parts = ((ts, _demand_part(raw, event, memory_at_rest=memory_at_rest)) for ts, _, (_, _, raw), event in events)
+    return _at_rest(_demands([(ts, part) for ts, part in parts if part is not None]), memory_at_rest)
 
 
 #: What one input line gives the demand: for a workload event ``(ref, replicas, requests, limits)``,
@@ -66,11 +70,15 @@ _Part = (
 )
 
 
-def _demand_part(raw: Any, event: Any, wanted: frozenset[str] | None = None) -> _Part | None:
+def _demand_part(
+    raw: Any, event: Any, wanted: frozenset[str] | None = None, memory_at_rest: float = 0.0
+) -> _Part | None:
     """The little of a decoded line that the demand needs (``streams.runner.read_reduced``'s
     ``reduce``): the typed event and its JSON are dropped at once, or sent back by a decoding
     process as a few numbers.  ``wanted``: the keys of the workloads the policies name (``None``:
-    all); the lines of the others are decoded and checked all the same, but nothing is kept."""
+    all); the lines of the others are decoded and checked all the same, but nothing is kept.
+    ``memory_at_rest``: the bytes at rest of each pod that reported a container's memory in this
+    line are taken out of that container's memory total, floored at 0 (:class:`Demand`)."""
     if isinstance(event, MetricEvent):
         key = event.workload.key
         if wanted is not None and key not in wanted:
@@ -79,6 +87,8 @@ def _demand_part(raw: Any, event: Any, wanted: frozenset[str] | None = None) -> 
         for s in event.samples:
             cpu, mem = totals.get(s.container, (0.0, 0.0))
             totals[s.container] = (cpu + (s.cpu or 0.0), mem + (s.memory or 0))
+        if memory_at_rest and totals:
+            totals = _above_rest(event.samples, totals, memory_at_rest)
         # A raw sample with a "series" is a series sample or the line is refused: none without them.
         series = (
             [s for s in (raw.get("samples") or [raw]) if isinstance(s, dict) and "series" in s] if event.series else []
@@ -94,6 +104,26 @@ def _demand_part(raw: Any, event: Any, wanted: frozenset[str] | None = None) -> 
             {c: {r: q.milli for r, q in res.limits.items()} for c, res in event.containers.items()},
         )
     return None
+
+
+def _above_rest(
+    samples: Sequence[ContainerSample], totals: dict[str, tuple[float, float]], memory_at_rest: float
+) -> dict[str, tuple[float, float]]:
+    """``totals`` with each container's memory less ``memory_at_rest`` × the recorded pods that
+    reported it (a sample without memory holds no rest in the total), floored at 0."""
+    reported: dict[str, int] = {}
+    for s in samples:
+        if s.memory is not None:
+            reported[s.container] = reported.get(s.container, 0) + 1
+    return {c: (cpu, max(mem - reported.get(c, 0) * memory_at_rest, 0.0)) for c, (cpu, mem) in totals.items()}
+
+
+def _at_rest(demands: dict[str, Demand], memory_at_rest: float) -> dict[str, Demand]:
+    """``demands``, whose points :func:`_demand_part` took the recorded pods' rest out of, told
+    the memory at rest that each simulated pod holds (:class:`Demand`)."""
+    for d in demands.values():
+        d.memory_at_rest = memory_at_rest
+    return demands
 
 
 def _demands(parts: Sequence[tuple[float, _Part]]) -> dict[str, Demand]:
@@ -135,6 +165,7 @@ def simulate(
     progress: bool | None = None,
     checked: Mapping[str, Sequence[dict[str, Any]]] | None = None,
     upstream: Mapping[str, Sequence[UpstreamArm]] | None = None,
+    memory_at_rest: float = 0.0,
 ) -> list[Outcome]:
     """Run every policy file over every workload it names; ``recordings`` (if given) receives, per
     policy file name, the simulated stream (inputs in closed loop) for the report.
@@ -151,6 +182,10 @@ def simulate(
 
     ``upstream``: per policy file of upstream HPA/VPA manifests, its arms
     (:func:`analysis.upstream.parse_upstream`), run by :func:`analysis.upstream.simulate_upstream`.
+
+    ``memory_at_rest``: bytes of memory each pod holds per container at rest, its own in every
+    simulated pod and taken out of the recorded pods' totals (:class:`analysis.outcomes.Demand`);
+    0 divides the whole memory demand evenly over the ready pods.
     """
     stats = ReplayStats()
     upstream = upstream or {}
@@ -167,9 +202,11 @@ def simulate(
     # Only the demand is kept of the stream, line by line (the typed events would be a heap that
     # the collector walks again and again, here and in every process forked below), and only of
     # the workloads the policies name.
-    reduce = partial(_demand_part, wanted=wanted)
+    reduce = partial(_demand_part, wanted=wanted, memory_at_rest=memory_at_rest)
     with gc_paused():  # the demand only grows, as the read (streams.runner.gc_paused)
-        demands = _demands(read_reduced(paths, lambda msg: err.write(msg + "\n"), stats, reduce, jobs=jobs))
+        demands = _at_rest(
+            _demands(read_reduced(paths, lambda msg: err.write(msg + "\n"), stats, reduce, jobs=jobs)), memory_at_rest
+        )
     runs = _runs(policy_files, demands, manifests, settings, err, checked, upstream)
     record = recordings is not None
     bar = Progress(err, len(runs), err.isatty() if progress is None else progress)

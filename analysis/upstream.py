@@ -176,11 +176,13 @@ class _Loop:
         self, ts: float, totals: Mapping[str, tuple[float, float]], ready: Sequence[PodSim]
     ) -> tuple[dict[str, dict[str, dict[str, int]]], dict[str, list[tuple[str, float, int, bool]]]]:
         """What each ready pod uses: the demand split evenly (a Service balances by connection,
-        not by pod size), its OOM kills, its CPU beyond its limit (or request without a limit).
+        not by pod size; memory on top of each pod's own ``Demand.memory_at_rest``), its OOM
+        kills, its CPU beyond its limit (or request without a limit).
         Returns the HPA's usage (pod -> container -> cpu, memory) and per container the pods'
         (name, cpu, memory, oom)."""
         out = self.out
         n = len(ready)
+        rest = self.demand.memory_at_rest
         over = 0
         short = 0.0
         usage: dict[str, dict[str, dict[str, int]]] = {}
@@ -190,7 +192,9 @@ class _Loop:
                 short += cpu
                 continue
             per_cpu = cpu / n
-            per_mem = int(mem / n)
+            per_pod_mem = rest + mem / n  # rest 0.0: mem / n, the same float
+            used_mem = per_pod_mem * 1000
+            per_mem = int(per_pod_mem)
             for p in ready:
                 req = p.requests.get(c, {})
                 lim = p.limits.get(c, {})
@@ -198,10 +202,10 @@ class _Loop:
                 cap = lim.get("cpu", req.get("cpu"))
                 if cap is not None and used > cap:
                     short += (used - cap) / 1000
-                if ("cpu" in req and used > req["cpu"]) or ("memory" in req and mem / n * 1000 > req["memory"]):
+                if ("cpu" in req and used > req["cpu"]) or ("memory" in req and used_mem > req["memory"]):
                     over |= 1
                 oom = "memory" in lim and per_mem * 1000 > lim["memory"]
-                if ("cpu" in lim and used > lim["cpu"]) or ("memory" in lim and mem / n * 1000 > lim["memory"]):
+                if ("cpu" in lim and used > lim["cpu"]) or ("memory" in lim and used_mem > lim["memory"]):
                     over |= 2
                 if oom:
                     out.oom_kills += 1

@@ -19,6 +19,7 @@ from analysis.simulate import simulate, table, write_report
 from analysis.upstream import UpstreamArm, is_upstream, parse_upstream
 from cli.options import add_core_options, add_files, add_policy, env
 from scaling.errors import InvalidPolicy
+from scaling.quantity import parse_quantity
 from streams.inputs import (
     UsageError,
     WatchedErr,
@@ -48,6 +49,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
         type=float,
         default=env("delay", "30"),
         help="seconds from a decision to its effect: a new or re-created pod's start-up time",
+    )
+    p.add_argument(
+        "--memory-at-rest",
+        type=memory_at_rest,
+        default=env("memory_at_rest", "0"),
+        metavar="QTY",
+        help="memory every pod holds per container at rest, whatever its share of the load (a quantity "
+        "such as 256Mi): each simulated pod uses it plus its share of the recorded memory less the "
+        "recorded pods' at rest (default 0: the memory demand divided evenly over the ready pods)",
     )
     add_core_options(p)
     p.add_argument("--json", dest="json_out", default=env("json"), help="also write the outcomes as JSON here")
@@ -116,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         checked=checked,
         upstream=upstream,
+        memory_at_rest=args.memory_at_rest,
     )
     print(table(outcomes))
     try:
@@ -135,6 +146,14 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def memory_at_rest(value: str) -> float:
+    """An argparse type: a Kubernetes quantity >= 0 (``256Mi``), in bytes."""
+    try:
+        return parse_quantity(value) / 1000
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a memory quantity >= 0 such as 256Mi, got {value!r}") from None
 
 
 def _upstream_files(paths: list[str]) -> dict[str, list[dict[str, Any]]]:
