@@ -128,8 +128,10 @@ class Mapping:
 
     The trace is scaled so that its reference rate is ``peak_rps`` requests per second; each
     request costs ``cpu_per_request`` core-seconds and holds ``memory_per_rps`` bytes per request
-    per second (buffers and sessions in flight); the workload as a whole costs ``cpu_base`` cores
-    and ``memory_base`` bytes at rest (the simulator divides the totals evenly over its ready pods).
+    per second (buffers and sessions in flight); the recorded workload (one pod, ``trace``) costs
+    ``cpu_base`` cores and ``memory_base`` bytes at rest.  The simulator divides the totals evenly
+    over its ready pods, unless ``tandem simulate --memory-at-rest`` gives each pod its own memory
+    at rest (``memory_base`` is the value that matches this mapping: 256Mi).
     """
 
     peak_rps: float = 200.0
