@@ -48,6 +48,7 @@ from .bounds import Bounds
 from .delegating import DelegatingPolicy
 from .fields import PREDICTIVE
 from .predictive_words import (
+    audit_ratio,
     clock,
     explain,
     explain_min_taken_back,
@@ -55,7 +56,6 @@ from .predictive_words import (
     explain_taken_back,
     forecast_inputs,
     hours,
-    ratio,
 )
 
 __all__ = ["KEY", "PREDICTIVE_FIELDS", "Predictive", "PredictiveSpec", "parse_predictive", "with_predictive"]
@@ -317,8 +317,8 @@ def _min_replicas(view: View, kind: Outcome, out: Outcome, was_raised: bool) -> 
     else:
         return out, False
     hpa = {**out.hpa, "min_replicas": (now, pair[1])}
-    o = out
-    return Outcome(o.replicas, o.requests, o.limits, hpa, o.blocked, reasons, o.inputs, o.dry_run, o.mode), raising
+    fields = (out.replicas, out.requests, out.limits, hpa, out.blocked, reasons, out.inputs, out.dry_run, out.mode)
+    return Outcome(*fields), raising
 
 
 def _hpa_max_replicas(view: View, out: Outcome) -> int | None:
@@ -393,7 +393,7 @@ def _held(
         "message": why,
         "history_hours": round(history / 3600, 1),
         "error_percent": error,
-        "versus_naive": ratio(versus),
+        "versus_naive": audit_ratio(versus),
     }
     requests = out.requests
     reasons = out.reasons

@@ -16,6 +16,7 @@ from ..forecast import Forecast
 from ..quantity import format_quantity
 
 __all__ = [
+    "audit_ratio",
     "clock",
     "explain",
     "explain_min_taken_back",
@@ -23,11 +24,10 @@ __all__ = [
     "explain_taken_back",
     "forecast_inputs",
     "hours",
-    "ratio",
 ]
 
 
-def ratio(value: float | None) -> float | None:
+def audit_ratio(value: float | None) -> float | None:
     """A ratio for the audit, two decimals; ``None`` unmeasured or infinite (the naive forecast
     never erred: JSON has no infinity)."""
     return None if value is None or not math.isfinite(value) else round(value, 2)
@@ -85,6 +85,6 @@ def forecast_inputs(forecast: Forecast, reactive: int, horizon: float, history: 
         "periods": forecast.periods,
         "error_percent": forecast.error,
         "reactive_replicas": reactive,
-        "versus_naive": ratio(forecast.versus_naive),
+        "versus_naive": audit_ratio(forecast.versus_naive),
         "history_hours": round(history / 3600, 1),
     }
