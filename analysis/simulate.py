@@ -59,7 +59,7 @@ def derive_demand(events: Sequence[tuple[float, int, Any, Any]], memory_at_rest:
     ``memory_at_rest``: bytes each pod holds per container at rest (:class:`Demand`); the recorded
     pods' are taken out of the memory totals here."""
     parts = ((ts, _demand_part(raw, event, memory_at_rest=memory_at_rest)) for ts, _, (_, _, raw), event in events)
-    return _at_rest(_demands([(ts, part) for ts, part in parts if part is not None]), memory_at_rest)
+    return _demands([(ts, part) for ts, part in parts if part is not None], memory_at_rest)
 
 
 #: What one input line gives the demand: for a workload event ``(ref, replicas, requests, limits)``,
@@ -118,24 +118,18 @@ def _above_rest(
     return {c: (cpu, max(mem - reported.get(c, 0) * memory_at_rest, 0.0)) for c, (cpu, mem) in totals.items()}
 
 
-def _at_rest(demands: dict[str, Demand], memory_at_rest: float) -> dict[str, Demand]:
-    """``demands``, whose points :func:`_demand_part` took the recorded pods' rest out of, told
-    the memory at rest that each simulated pod holds (:class:`Demand`)."""
-    for d in demands.values():
-        d.memory_at_rest = memory_at_rest
-    return demands
-
-
-def _demands(parts: Sequence[tuple[float, _Part]]) -> dict[str, Demand]:
+def _demands(parts: Sequence[tuple[float, _Part]], memory_at_rest: float = 0.0) -> dict[str, Demand]:
     """The demands from the parts of the lines, in event-time order: a workload's first spec
-    starts it, its metric events (before that spec too) give its points and series."""
+    starts it, its metric events (before that spec too) give its points and series.
+    ``memory_at_rest``: what each simulated pod holds at rest, which :func:`_demand_part` took
+    out of the parts' memory for the recorded pods (:class:`Demand`)."""
     demands: dict[str, Demand] = {}
     pending: dict[str, list[tuple[float, dict[str, tuple[float, float]], list[dict[str, Any]]]]] = {}
     for ts, part in parts:
         if len(part) == 4:
             ref = part[0]
             if ref.key not in demands:
-                demands[ref.key] = Demand(ref, part[1], part[2], part[3])
+                demands[ref.key] = Demand(ref, part[1], part[2], part[3], memory_at_rest=memory_at_rest)
         else:
             key, totals, series = part
             points = pending.get(key)
@@ -204,9 +198,8 @@ def simulate(
     # the workloads the policies name.
     reduce = partial(_demand_part, wanted=wanted, memory_at_rest=memory_at_rest)
     with gc_paused():  # the demand only grows, as the read (streams.runner.gc_paused)
-        demands = _at_rest(
-            _demands(read_reduced(paths, lambda msg: err.write(msg + "\n"), stats, reduce, jobs=jobs)), memory_at_rest
-        )
+        parts = read_reduced(paths, lambda msg: err.write(msg + "\n"), stats, reduce, jobs=jobs)
+        demands = _demands(parts, memory_at_rest)
     runs = _runs(policy_files, demands, manifests, settings, err, checked, upstream)
     record = recordings is not None
     bar = Progress(err, len(runs), err.isatty() if progress is None else progress)

@@ -270,7 +270,7 @@ def test_a_workload_no_policy_names_is_checked_line_by_line_but_no_demand_is_kep
     stream.write_bytes(stream.read_bytes() + b"\n".join(_other_workload_lines()) + b"\n")
     kept: list[list[str]] = []
     demands_of = sim._demands
-    monkeypatch.setattr(sim, "_demands", lambda parts: kept.append(sorted(d := demands_of(parts))) or d)
+    monkeypatch.setattr(sim, "_demands", lambda parts, *rest: kept.append(sorted(d := demands_of(parts, *rest))) or d)
     err = io.StringIO()
     files = [policy_file(tmp_path, "h", hvpa(0, hpa=True, vpa=False))]
     outcomes = simulate([str(stream)], files, Settings(), 30.0, err)
